@@ -1,0 +1,11 @@
+PYTHON ?= python3
+
+.PHONY: test grade bench
+test:
+	$(PYTHON) tests/run.py
+
+grade:
+	$(PYTHON) grade.py
+
+bench:
+	$(PYTHON) tests/bench.py

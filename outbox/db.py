@@ -1,0 +1,88 @@
+"""Opening a kit database, and the one way to write to it.
+
+Owns the connection settings shared by the source DB (outbox.store) and the
+sink DB (sink.inbox), the check that a file is ours before anything touches
+it, and `transaction`, the visible block every write goes through. It knows
+no table of either side: each caller passes its own schema.
+"""
+import contextlib
+import os
+import sqlite3
+
+from .errors import WrongDatabase
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def open_db(path, *, application_id, version, schema, kind):
+    """Open or create the kit database `kind` at `path` and return the connection.
+
+    Guarantees: the connection is in explicit-transaction mode
+    (``isolation_level=None``), WAL, ``synchronous=FULL``, with a busy timeout
+    of BUSY_TIMEOUT_MS. A new (missing or empty) file gets `schema`, stamped with
+    `application_id` and `version` in the same transaction. An existing file is
+    only read before it is accepted: a file that is not SQLite, or that carries
+    another application_id or version (the other side's DB included), raises
+    WrongDatabase and is left byte-for-byte unchanged.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))
+    con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0, check_same_thread=False)
+    try:
+        _accept_or_create(con, path, application_id=application_id, version=version, schema=schema, kind=kind)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _accept_or_create(con, path, *, application_id, version, schema, kind):
+    # Read-only look first: nothing below writes until the file is known to be
+    # ours or known to be empty. A WAL switch on a foreign file would change it.
+    try:
+        found_app = con.execute("PRAGMA application_id").fetchone()[0]
+        found_version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise WrongDatabase("%r is not a %s DB of this kit: %s" % (path, kind, exc)) from None
+    is_new = found_app == 0 and found_version == 0 and tables == 0
+    if not is_new and (found_app, found_version) != (application_id, version):
+        raise WrongDatabase(
+            "%r is not a %s DB of this kit (application_id %d, user_version %d; "
+            "expected %d and %d); it was left unchanged" % (path, kind, found_app, found_version, application_id, version)
+        )
+    con.execute("PRAGMA busy_timeout = %d" % BUSY_TIMEOUT_MS)
+    mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if mode.lower() != "wal":
+        raise WrongDatabase("%r: could not switch the %s DB to WAL (journal_mode is %s)" % (path, kind, mode))
+    con.execute("PRAGMA synchronous = FULL")
+    con.execute("PRAGMA foreign_keys = ON")
+    if is_new:
+        with transaction(con):
+            # Look again under the write lock: another process may have created it meanwhile.
+            if con.execute("PRAGMA application_id").fetchone()[0] == 0:
+                for statement in schema:
+                    con.execute(statement)
+                con.execute("PRAGMA application_id = %d" % application_id)
+                con.execute("PRAGMA user_version = %d" % version)
+        if con.execute("PRAGMA application_id").fetchone()[0] != application_id:
+            raise WrongDatabase("%r was created as another kind of DB while %s opened it" % (path, kind))
+
+
+@contextlib.contextmanager
+def transaction(con):
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; ``ROLLBACK`` and re-raise on any exception.
+
+    IMMEDIATE takes the write lock at the start, so a transaction never fails
+    half-way for lack of it. Nothing in the block may wait on the network.
+    """
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        # SQLite may already have rolled back on its own (a full disk, say).
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise

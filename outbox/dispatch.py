@@ -1,0 +1,42 @@
+"""One finite batch of delivery: the decision to mark an item sent.
+
+The only place that decides when an outbox row becomes sent: after `send`
+returned exactly True for it, never before. It does no I/O of its own (the
+caller's `send` does) and holds no transaction while `send` runs.
+"""
+from .errors import NotAcknowledged
+from .store import MAX_BATCH, mark_sent, pending
+
+
+def dispatch(con, send, limit=MAX_BATCH, *, after_delivery=None):
+    """Deliver up to `limit` pending events in seq order; return how many it marked sent.
+
+    For each selected event: ``send(copy)`` with a fresh copy; only if it
+    returns exactly ``True`` (not 1, not "ok", not a dict), ``after_delivery(copy)``
+    if given, then ``mark_sent`` with the id from dispatch's own selection (the
+    copies may be rewritten by the callbacks; the selection cannot be).
+
+    Stops at the first failure: an exception from `send` or `after_delivery`
+    propagates unchanged; any other result from `send` raises NotAcknowledged.
+    Items marked before it stay sent; the failed item and those after it stay
+    pending, so the next call resumes there. No retry, no claim or lease: one
+    sending loop, one batch per call. No transaction is open while `send` runs.
+    """
+    if not callable(send):
+        raise TypeError("send must be callable, got %r" % (send,))
+    if after_delivery is not None and not callable(after_delivery):
+        raise TypeError("after_delivery must be callable or None, got %r" % (after_delivery,))
+    batch = pending(con, limit)  # fully read; no transaction open from here on
+    marked = 0
+    for selected in batch:
+        result = send(dict(selected))
+        if result is not True:
+            raise NotAcknowledged(
+                "event %r was not acknowledged: send returned %r, and only True is an ACK; "
+                "it stays pending" % (selected["id"], result)
+            )
+        if after_delivery is not None:
+            after_delivery(dict(selected))
+        if mark_sent(con, selected["id"]):
+            marked += 1
+    return marked

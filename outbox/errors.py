@@ -1,0 +1,41 @@
+"""The kit's exceptions, in one place.
+
+Both packages raise only these (plus ValueError, TypeError and KeyError where
+the API says so). Each class says when it is raised; none carries behaviour.
+"""
+
+
+class OutboxError(Exception):
+    """Base class of every error this kit raises on purpose."""
+
+
+class InvalidEvent(OutboxError, ValueError):
+    """An event broke a rule; the message names the field and the rule."""
+
+
+class Conflict(OutboxError):
+    """The same event id arrived with a different payload. Nothing was applied."""
+
+
+class NotAcknowledged(OutboxError):
+    """`send` returned something other than exactly True; the item stays pending."""
+
+
+class DeliveryError(OutboxError):
+    """`send_http` has no verified ACK. The item must stay pending.
+
+    The sink may or may not have applied the event: only a verified ACK is
+    evidence, and the lack of one is not evidence of the opposite.
+    """
+
+
+class NoAnswer(DeliveryError):
+    """No complete HTTP response: refused, closed, timed out or cut short."""
+
+
+class UntrustedAck(DeliveryError):
+    """A response arrived but does not prove delivery (status, redirect, size, body or id)."""
+
+
+class WrongDatabase(OutboxError):
+    """A file is not this kit's database of the expected kind; it was left unchanged."""

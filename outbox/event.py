@@ -1,0 +1,66 @@
+"""The event: its rules, its canonical bytes and its digest.
+
+The only place that decides whether an event is valid. The publisher and the
+sink both call `validate_event`, so the two sides can never disagree on what
+an event is. This module does no I/O.
+"""
+import hashlib
+import json
+import re
+
+from .errors import InvalidEvent
+
+FIELDS = ("id", "sku", "qty")
+QTY_MIN = 1
+QTY_MAX = 1000000
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\Z")
+
+
+def validate_event(event):
+    """Return a NEW dict with exactly `id`, `sku` and `qty`, or raise InvalidEvent.
+
+    Rules: `event` is a dict with exactly those keys; `id` and `sku` are str of
+    1-64 characters from ``A-Z a-z 0-9 . _ : -`` whose first character is a
+    letter or digit; `qty` is an int (not a bool) from 1 to 1,000,000. The
+    message names the field and the rule. The argument is never modified.
+    """
+    if not isinstance(event, dict):
+        raise InvalidEvent("event must be a dict with keys id, sku, qty, got %s" % type(event).__name__)
+    keys = set(event)
+    if keys != set(FIELDS):
+        missing = sorted(set(FIELDS) - keys, key=str)
+        extra = sorted(keys - set(FIELDS), key=repr)
+        parts = []
+        if missing:
+            parts.append("missing %s" % ", ".join(missing))
+        if extra:
+            parts.append("unexpected %s" % ", ".join(repr(k) for k in extra))
+        raise InvalidEvent("event must have exactly the keys id, sku, qty: %s" % "; ".join(parts))
+    for field in ("id", "sku"):
+        value = event[field]
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise InvalidEvent(
+                "%s must be a str of 1-64 characters from A-Z a-z 0-9 . _ : - starting "
+                "with a letter or digit, got %s" % (field, _show(value))
+            )
+    qty = event["qty"]
+    if isinstance(qty, bool) or not isinstance(qty, int) or not QTY_MIN <= qty <= QTY_MAX:
+        raise InvalidEvent("qty must be an int from %d to %d, got %s" % (QTY_MIN, QTY_MAX, _show(qty)))
+    return {"id": event["id"], "sku": event["sku"], "qty": int(qty)}
+
+
+def canonical(event):
+    """The one serialisation of a valid event: sorted keys, no spaces, ASCII."""
+    return json.dumps(validate_event(event), sort_keys=True, separators=(",", ":"))
+
+
+def digest(event):
+    """SHA-256 (hex) of `canonical(event)`: equal digests mean identical events."""
+    return hashlib.sha256(canonical(event).encode("ascii")).hexdigest()
+
+
+def _show(value):
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return "%s (%s)" % (text, type(value).__name__)

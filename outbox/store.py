@@ -1,0 +1,111 @@
+"""The source DB: orders and their outbox rows.
+
+The only module with the source DB's SQL. It writes in exactly two places,
+`intake` and `mark_sent`, each one visible transaction. It never sends
+anything and never deletes a row.
+"""
+import json
+import time
+
+from . import db
+from .errors import Conflict
+from .event import canonical, validate_event
+
+APPLICATION_ID = 0x4F424F58  # "OBOX": tells a source DB from a sink DB or any other file
+SCHEMA_VERSION = 1
+MAX_BATCH = 16
+
+SCHEMA = (
+    """CREATE TABLE orders (
+        id TEXT PRIMARY KEY,
+        sku TEXT NOT NULL,
+        qty INTEGER NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    # AUTOINCREMENT: seq is never reused, even after the highest row is gone,
+    # so seq order is intake order for the life of the file.
+    """CREATE TABLE outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL UNIQUE REFERENCES orders(id),
+        payload TEXT NOT NULL,
+        sent INTEGER NOT NULL DEFAULT 0 CHECK (sent IN (0, 1)),
+        created_at REAL NOT NULL,
+        sent_at REAL
+    )""",
+    # Holds only unsent rows, so `pending` costs the same with a million sent
+    # rows as with ten. Queries must say `sent = 0` literally to use it.
+    "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0",
+)
+
+PENDING_SQL = "SELECT payload FROM outbox WHERE sent = 0 ORDER BY seq LIMIT ?"
+
+
+def init_store(path):
+    """Open or create the source DB at `path`; return a connection.
+
+    Tables `orders` and `outbox` (seq, event_id, payload, sent, ...). The
+    connection is in explicit-transaction mode, WAL, synchronous=FULL, with a
+    busy timeout. A file that is not a source DB of this kit (a sink DB
+    included) raises WrongDatabase and is left unchanged.
+    """
+    return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="source")
+
+
+def intake(con, event):
+    """Take in an order: the order row and its unsent outbox row, in ONE transaction.
+
+    Returns the outbox seq. Either both rows are written or neither is. The same
+    id with an identical event returns the existing seq and writes nothing; the
+    same id with a different event raises Conflict. Invalid events raise
+    InvalidEvent before the DB is touched.
+    """
+    event = validate_event(event)
+    payload = canonical(event)
+    with db.transaction(con):
+        row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event["id"],)).fetchone()
+        if row is not None:
+            if row[1] != payload:
+                raise Conflict("order %r was taken in before with payload %s; refusing %s" % (event["id"], row[1], payload))
+            return row[0]
+        now = time.time()
+        con.execute(
+            "INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
+            (event["id"], event["sku"], event["qty"], now),
+        )
+        cur = con.execute(
+            "INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, ?)",
+            (event["id"], payload, now),
+        )
+        return cur.lastrowid
+
+
+def pending(con, limit=MAX_BATCH):
+    """The first `limit` unsent events, oldest intake first, as new dicts (id, sku, qty).
+
+    Ordered by seq and nothing else: not by id, not by any clock. `limit` is an
+    int from 1 to 16 (not a bool), else ValueError. Read-only: it writes no
+    row and leaves no transaction open (all rows are fetched before it returns).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BATCH:
+        raise ValueError("limit must be an int from 1 to %d, got %r (%s)" % (MAX_BATCH, limit, type(limit).__name__))
+    rows = con.execute(PENDING_SQL, (limit,)).fetchall()
+    # validate_event gives each dict the key order id, sku, qty and refuses a damaged row loudly.
+    return [validate_event(json.loads(payload)) for (payload,) in rows]
+
+
+def mark_sent(con, event_id):
+    """Mark exactly that outbox row sent, in its own committed transaction.
+
+    Returns True if this call changed the row, False if it was already sent.
+    An unknown id raises KeyError. Call it only after a verified ACK.
+    """
+    with db.transaction(con):
+        cur = con.execute(
+            "UPDATE outbox SET sent = 1, sent_at = ? WHERE event_id = ? AND sent = 0",
+            (time.time(), event_id),
+        )
+        if cur.rowcount == 1:
+            return True
+        if con.execute("SELECT 1 FROM outbox WHERE event_id = ?", (event_id,)).fetchone() is None:
+            raise KeyError("no outbox row for event id %r" % (event_id,))
+        return False

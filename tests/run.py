@@ -1,0 +1,79 @@
+"""Run the whole suite and end with the line ``N passed, N failed``.
+
+Test modules (tests/test_*.py) are shared out over --jobs worker processes,
+largest first, because the slow ones (real subprocesses and servers) are
+independent. Exit 0 only when nothing failed and at least one test ran.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MARK = "@@counts "
+# Run as a script, sys.path[0] is tests/; the suite imports outbox, sink and tests.* from the root.
+sys.path[:1] = [ROOT]
+
+
+def run_modules(names, verbosity):
+    suite = unittest.TestSuite()
+    loader = unittest.defaultTestLoader
+    for name in names:
+        suite.addTests(loader.loadTestsFromName(name))
+    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=verbosity).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    passed = result.testsRun - failed - skipped
+    return passed, failed, skipped
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: %(default)s)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("modules", nargs="*", help="test modules to run (default: all), e.g. tests.test_store")
+    args = parser.parse_args(argv)
+    verbosity = 2 if args.verbose else 1
+    if args.worker is not None:
+        counts = run_modules(args.worker, verbosity)
+        print(MARK + json.dumps(counts), flush=True)
+        return 0
+    names = args.modules or [
+        "tests." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(HERE, "test_*.py"))
+    ]
+    # Largest file first is a fair guess at slowest first.
+    names.sort(key=lambda n: -os.path.getsize(os.path.join(ROOT, *n.split(".")) + ".py"))
+    jobs = max(1, min(args.jobs, len(names)))
+    shares = [names[i::jobs] for i in range(jobs)]
+    started = time.monotonic()
+    workers = []
+    for share in shares:
+        cmd = [sys.executable, os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker"] + share
+        workers.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True))
+    passed = failed = skipped = 0
+    for proc in workers:
+        out, _ = proc.communicate()
+        lines = [l for l in out.splitlines() if l.startswith(MARK)]
+        if proc.returncode != 0 or not lines:
+            print("a test worker died (exit %s) before reporting; counted as one failure" % proc.returncode)
+            failed += 1
+            continue
+        p, f, s = json.loads(lines[-1][len(MARK):])
+        passed, failed, skipped = passed + p, failed + f, skipped + s
+    elapsed = time.monotonic() - started
+    print("ran %d tests in %.1fs with %d workers (Python %s)" % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0]))
+    line = "%d passed, %d failed" % (passed, failed)
+    if skipped:
+        line += ", %d skipped" % skipped
+    print(line)
+    return 0 if failed == 0 and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Test helpers: temporary files, condition waits, real loopback servers.
+
+Nothing here mocks sqlite3 or sockets; servers bind 127.0.0.1 port 0 and are
+shut down and joined by the test that started them.
+"""
+import http.server
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEADLINE = 10.0  # seconds any single wait in a test may take
+
+
+def wait_until(predicate, timeout=DEADLINE, what="condition"):
+    """Poll `predicate` until it returns a true value; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(0.005)  # polling interval, not synchronisation
+
+
+class TempDirTestCase(unittest.TestCase):
+    """Gives each test `self.tmp`, a fresh directory removed afterwards."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="outbox-kit-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+
+class LoopbackServer:
+    """A real ThreadingHTTPServer on 127.0.0.1, port 0, in a daemon thread.
+
+    Use as a context manager; `url(path)` builds a URL to it; `requests` lists
+    (method, path, headers dict, body bytes) for every request handled. A
+    handler function ``handle(request_handler, body) -> None`` writes the
+    answer itself.
+    """
+
+    def __init__(self, handle):
+        owner = self
+        self.requests = []
+        self._lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _any(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with owner._lock:
+                    owner.requests.append((self.command, self.path, dict(self.headers), body))
+                handle(self, body)
+
+            do_GET = do_POST = do_PUT = do_CONNECT = _any
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def url(self, path="/events"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.thread.join(DEADLINE)
+        self.server.server_close()
+
+
+def reply(handler, status, body, headers=()):
+    """Write a complete response with a correct Content-Length."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def python_env(**extra):
+    """Environment for a child Python that imports this checkout, with no proxy settings."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["PYTHONPATH"] = ROOT
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+def free_loopback_socket():
+    """A listening socket on 127.0.0.1 port 0 that never accepts (for timeout tests)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    return sock
+
+
+PYTHON = sys.executable

@@ -1,0 +1,192 @@
+"""dispatch: one finite batch, marked only on an exact True, stopping at the first failure."""
+import sqlite3
+import unittest
+
+from outbox import NotAcknowledged, dispatch, init_store, intake, pending
+from tests.support import TempDirTestCase
+
+
+def ev(event_id, sku="snack", qty=1):
+    return {"id": event_id, "sku": sku, "qty": qty}
+
+
+class DispatchTest(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db_path = self.path("source.db")
+        self.con = init_store(self.db_path)
+        self.addCleanup(self.con.close)
+
+    def sent_flags(self):
+        return dict(self.con.execute("SELECT event_id, sent FROM outbox"))
+
+    def take(self, *ids):
+        for event_id in ids:
+            intake(self.con, ev(event_id))
+
+    def test_sends_in_seq_order_and_marks_each(self):
+        self.take("z", "a", "m")
+        seen = []
+
+        def send(event):
+            seen.append(event["id"])
+            return True
+
+        self.assertEqual(dispatch(self.con, send), 3)
+        self.assertEqual(seen, ["z", "a", "m"])
+        self.assertEqual(self.sent_flags(), {"z": 1, "a": 1, "m": 1})
+        self.assertEqual(dispatch(self.con, send), 0)
+
+    def test_one_batch_per_call(self):
+        self.take(*["e%02d" % i for i in range(5)])
+        self.assertEqual(dispatch(self.con, lambda e: True, limit=2), 2)
+        self.assertEqual([e["id"] for e in pending(self.con)], ["e02", "e03", "e04"])
+        with self.assertRaises(ValueError):
+            dispatch(self.con, lambda e: True, limit=17)
+
+    def test_only_exact_true_is_an_ack(self):
+        self.take("a")
+        for result in (1, "ok", {"ack": True}, [True], None, False, 1.0):
+            calls = []
+
+            def send(event):
+                calls.append(event)
+                return result
+
+            with self.assertRaises(NotAcknowledged) as ctx:
+                dispatch(self.con, send)
+            self.assertIn("'a'", str(ctx.exception))
+            self.assertEqual(len(calls), 1)
+            self.assertEqual(self.sent_flags(), {"a": 0}, "marked sent after send returned %r" % (result,))
+
+    def test_stops_at_first_failure_and_resumes_there(self):
+        self.take("A", "B", "C")
+        calls = []
+        boom = ConnectionResetError("B's response was lost")
+
+        def send(event):
+            calls.append(event["id"])
+            if event["id"] == "B":
+                raise boom
+            return True
+
+        with self.assertRaises(ConnectionResetError) as ctx:
+            dispatch(self.con, send)
+        self.assertIs(ctx.exception, boom)
+        self.assertEqual(calls, ["A", "B"])  # C never called
+        self.assertEqual(self.sent_flags(), {"A": 1, "B": 0, "C": 0})
+
+        calls.clear()
+        self.assertEqual(dispatch(self.con, lambda e: calls.append(e["id"]) or True), 2)
+        self.assertEqual(calls, ["B", "C"])
+        self.assertEqual(self.sent_flags(), {"A": 1, "B": 1, "C": 1})
+
+    def test_not_acknowledged_stops_the_batch_too(self):
+        self.take("A", "B", "C")
+        calls = []
+
+        def send(event):
+            calls.append(event["id"])
+            return event["id"] != "B" or "ok"
+
+        with self.assertRaises(NotAcknowledged):
+            dispatch(self.con, send)
+        self.assertEqual(calls, ["A", "B"])
+        self.assertEqual(self.sent_flags(), {"A": 1, "B": 0, "C": 0})
+
+    def test_no_transaction_is_open_while_send_runs(self):
+        self.take("a", "b")
+        observed = []
+
+        def send(event):
+            other = sqlite3.connect(self.db_path, isolation_level=None, timeout=0)
+            try:
+                other.execute("PRAGMA busy_timeout = 0")
+                other.execute("BEGIN IMMEDIATE")  # fails with 'database is locked' if dispatch holds the lock
+                other.execute("ROLLBACK")
+                second = init_store(self.db_path)
+                second.execute("PRAGMA busy_timeout = 0")
+                intake(second, ev("new-during-" + event["id"]))
+                second.close()
+            finally:
+                other.close()
+            observed.append(self.con.in_transaction)
+            return True
+
+        self.assertEqual(dispatch(self.con, send), 2)
+        self.assertEqual(observed, [False, False])
+        self.assertEqual([e["id"] for e in pending(self.con)], ["new-during-a", "new-during-b"])
+
+    def test_callback_rewriting_the_id_cannot_redirect_the_mark(self):
+        self.take("B", "C")
+
+        def send(event):
+            event["id"] = "C"  # the callback rewrites its argument to the next pending id
+            event["qty"] = 99
+            return True
+
+        self.assertEqual(dispatch(self.con, send, limit=1), 1)
+        self.assertEqual(self.sent_flags(), {"B": 1, "C": 0})
+
+    def test_each_callback_gets_a_fresh_copy(self):
+        self.take("a")
+        seen = {}
+
+        def send(event):
+            seen["send"] = event
+            event["sku"] = "tampered"
+            return True
+
+        def after(event):
+            seen["after"] = event
+
+        dispatch(self.con, send, after_delivery=after)
+        self.assertIsNot(seen["send"], seen["after"])
+        self.assertEqual(seen["after"], ev("a"))
+
+    def test_after_delivery_runs_after_the_ack_and_before_the_mark(self):
+        self.take("a", "b")
+        order = []
+
+        def send(event):
+            order.append(("send", event["id"]))
+            return True
+
+        def after(event):
+            flags = self.sent_flags()
+            order.append(("after", event["id"], flags[event["id"]]))
+
+        dispatch(self.con, send, after_delivery=after)
+        self.assertEqual(order, [("send", "a"), ("after", "a", 0), ("send", "b"), ("after", "b", 0)])
+        self.assertEqual(self.sent_flags(), {"a": 1, "b": 1})
+
+    def test_after_delivery_raising_leaves_the_item_unmarked(self):
+        self.take("a", "b")
+        boom = RuntimeError("hook failed")
+
+        def after(event):
+            raise boom
+
+        with self.assertRaises(RuntimeError) as ctx:
+            dispatch(self.con, lambda e: True, after_delivery=after)
+        self.assertIs(ctx.exception, boom)
+        self.assertEqual(self.sent_flags(), {"a": 0, "b": 0})
+
+    def test_after_delivery_not_called_without_ack(self):
+        self.take("a")
+        called = []
+        with self.assertRaises(NotAcknowledged):
+            dispatch(self.con, lambda e: False, after_delivery=called.append)
+        self.assertEqual(called, [])
+
+    def test_rejects_non_callables(self):
+        self.take("a")
+        with self.assertRaises(TypeError):
+            dispatch(self.con, None)
+        with self.assertRaises(TypeError):
+            dispatch(self.con, lambda e: True, after_delivery="hook")
+        self.assertEqual(self.sent_flags(), {"a": 0})
+
+
+if __name__ == "__main__":
+    unittest.main()
