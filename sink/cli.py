@@ -1,0 +1,209 @@
+"""Command line of the sink: `python -m sink serve` and `python -m sink show`.
+
+The only module of the sink that prints, handles signals or chooses an exit
+status. It turns the library's errors into one line on stderr and never
+shows a traceback for a bad argument or an unusable DB.
+
+Exit status: 0 done (serve: stopped by SIGTERM or Ctrl-C); 1 the DB or the
+address is unusable; 2 bad arguments; 74 (faults.CRASH_EXIT) a crash fault
+fired, on purpose.
+"""
+
+import argparse
+import ipaddress
+import re
+import signal
+import sqlite3
+import sys
+import time
+
+from outbox.errors import OutboxError
+
+from . import faults, inbox, server
+
+PROG = "sink"
+EXIT_OK = 0
+EXIT_DB = 1
+EXIT_USAGE = 2
+STOP_POLL = 0.1  # seconds between looks at the stop flag
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        # One line instead of argparse's usage block; --help shows the usage.
+        self.exit(EXIT_USAGE, "%s: error: %s\n" % (PROG, message))
+
+
+def main(argv=None):
+    """Run the command in `argv` (default sys.argv[1:]); return the exit status.
+
+    Bad arguments end in SystemExit(2) from argparse, after one line on stderr.
+    """
+    args = _build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (OutboxError, OSError) as exc:
+        print("%s: error: %s" % (PROG, exc), file=sys.stderr)
+        return EXIT_DB
+    except sqlite3.Error as exc:
+        print("%s: error: sink DB %r: %s" % (PROG, args.db, exc), file=sys.stderr)
+        return EXIT_DB
+
+
+def _build_parser():
+    parser = _Parser(
+        prog="python -m sink",
+        description="The warehouse sink of outbox-kit.",
+        epilog=(
+            "exit status: 0 done; 1 the DB or address is unusable; 2 bad arguments; "
+            "%d a crash fault fired (serve --fault crash-...)." % faults.CRASH_EXIT
+        ),
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    serve = commands.add_parser(
+        "serve",
+        help="receive events over HTTP",
+        description=(
+            "Serve POST /events and GET /health. Prints http://HOST:PORT once listening; "
+            "SIGTERM or Ctrl-C finishes the requests in hand and exits 0. A crash fault "
+            "exits with status %d." % faults.CRASH_EXIT
+        ),
+        epilog=(
+            "faults: drop-after-commit (receive commits, the connection closes with no answer); "
+            "crash-before-commit (exit %d as receive is about to COMMIT); "
+            "crash-after-commit (exit %d right after receive's first COMMIT)." % (faults.CRASH_EXIT, faults.CRASH_EXIT)
+        ),
+    )
+    serve.add_argument("--db", required=True, metavar="PATH", help="sink DB file, created if missing")
+    serve.add_argument(
+        "--host",
+        type=_loopback_host,
+        default="127.0.0.1",
+        help="loopback address to bind: 127.x.x.x, localhost or ::1 only (default: %(default)s)",
+    )
+    serve.add_argument("--port", type=_port, default=8765, help="TCP port, 0 picks a free one (default: %(default)s)")
+    serve.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=server.DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="seconds a client has to send its whole request, and again to take the answer (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--fault",
+        choices=faults.NAMES,
+        metavar="NAME",
+        help="inject fault NAME (one of: %s) into the first valid events that reach receive (default: %%(default)s)"
+        % ", ".join(faults.NAMES),
+    )
+    serve.add_argument(
+        "--fault-count",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="how many events the fault hits before the server behaves normally (default: %(default)s)",
+    )
+    serve.set_defaults(run=_serve)
+
+    show = commands.add_parser(
+        "show",
+        help="print the inventory and the deliveries log",
+        description="Print the inventory and the deliveries log of an existing sink DB. Never creates or changes it.",
+    )
+    show.add_argument("--db", required=True, metavar="PATH", help="an existing sink DB file")
+    show.set_defaults(run=_show)
+    return parser
+
+
+def _serve(args):
+    try:
+        srv = server.make_server(
+            args.db, args.host, args.port, timeout=args.timeout, fault=args.fault, fault_count=args.fault_count
+        )
+    except OSError as exc:
+        raise OSError("cannot listen on %s port %d: %s" % (args.host, args.port, exc)) from None
+    stop = []
+
+    def on_signal(signum, frame):
+        # Only a flag: shutdown() from here would wait on the very thread it interrupts.
+        stop.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    srv.start()
+    try:
+        print(srv.url(), flush=True)
+        while not stop:
+            time.sleep(STOP_POLL)
+        print("%s: stopping: finishing the requests in hand" % PROG, file=sys.stderr, flush=True)
+    finally:
+        srv.stop()
+    return EXIT_OK
+
+
+def _show(args):
+    con = inbox.open_readonly(args.db)
+    try:
+        stock = inbox.inventory(con)
+        log = inbox.deliveries(con)
+    finally:
+        con.close()
+    print("inventory (%d)" % len(stock))
+    print(_table(("sku", "qty"), stock))
+    print()
+    print("deliveries (%d)" % len(log))
+    rows = [(seq, _utc(at), outcome, event_id, digest[:12]) for seq, event_id, outcome, digest, at in log]
+    print(_table(("seq", "received (UTC)", "outcome", "event_id", "digest"), rows))
+    return EXIT_OK
+
+
+def _table(headers, rows):
+    cells = [[str(v) for v in headers]] + [[str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _utc(timestamp):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(timestamp))
+
+
+def _loopback_host(text):
+    if text == "localhost":
+        return text
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "must be a loopback address (127.x.x.x, localhost or ::1), got %r" % text
+        ) from None
+    if not (address.version == 4 and address.is_loopback or address == ipaddress.ip_address("::1")):
+        raise argparse.ArgumentTypeError("must be a loopback address (127.x.x.x, localhost or ::1), got %r" % text)
+    return text
+
+
+def _port(text):
+    if not re.fullmatch("[0-9]{1,5}", text) or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError("must be an integer from 0 to 65535, got %r" % text)
+    return int(text)
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("must be a number of seconds > 0, got %r" % text)
+    return value
+
+
+def _count(text):
+    if not re.fullmatch("[0-9]{1,9}", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be an integer >= 1, got %r" % text)
+    return int(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Opt-in fault injection around the sink's `receive`, chosen by name.
+
+Owns the fault names, CRASH_EXIT and `FaultyReceive`, the wrapper that makes
+them happen. A server started without a fault never builds one, so the normal
+path runs none of this. It never changes what `receive` writes: it only
+decides when the process dies or the answer is withheld.
+
+Faults (each hits the first `count` valid events that reach `receive`):
+  drop-after-commit    receive runs to the end, then the connection is closed
+                       without a byte of HTTP response.
+  crash-before-commit  the process exits with CRASH_EXIT (74) when receive is
+                       about to COMMIT: nothing of that event is kept.
+  crash-after-commit   the process exits with CRASH_EXIT (74) right after
+                       receive's first COMMIT: the next statement on that
+                       connection, or receive returning or raising, ends it.
+"""
+
+import os
+import threading
+
+CRASH_EXIT = 74  # EX_IOERR in sysexits.h; documented in `python -m sink serve --help`
+
+DROP_AFTER_COMMIT = "drop-after-commit"
+CRASH_BEFORE_COMMIT = "crash-before-commit"
+CRASH_AFTER_COMMIT = "crash-after-commit"
+NAMES = (DROP_AFTER_COMMIT, CRASH_BEFORE_COMMIT, CRASH_AFTER_COMMIT)
+
+
+class DropConnection(Exception):
+    """drop-after-commit fired: the handler must close the connection and answer nothing."""
+
+
+class FaultyReceive:
+    """Calls `receive(con, event)`; the first `count` calls suffer the fault `name`.
+
+    `name` is one of NAMES and `count` an int >= 1 (not a bool), else
+    ValueError. Later calls go straight to `receive`. The count is taken under
+    a lock, so concurrent requests never share one fault. Works with any
+    `receive` that commits through the sqlite3 connection it is given.
+    """
+
+    def __init__(self, receive, name, *, count=1):
+        if name not in NAMES:
+            raise ValueError("unknown fault %r; choose from %s" % (name, ", ".join(NAMES)))
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError("fault count must be an int >= 1, got %r (%s)" % (count, type(count).__name__))
+        self.name = name
+        self._receive = receive
+        self._left = count
+        self._lock = threading.Lock()
+
+    def __call__(self, con, event):
+        if not self._take():
+            return self._receive(con, event)
+        if self.name == DROP_AFTER_COMMIT:
+            return self._drop_after_commit(con, event)
+        if self.name == CRASH_BEFORE_COMMIT:
+            return self._crash_before_commit(con, event)
+        return self._crash_after_commit(con, event)
+
+    def _take(self):
+        with self._lock:
+            if self._left == 0:
+                return False
+            self._left -= 1
+            return True
+
+    def _drop_after_commit(self, con, event):
+        try:
+            result = self._receive(con, event)
+        except Exception as exc:
+            raise DropConnection(
+                "%s: receive raised %s: %s; no answer is sent" % (self.name, type(exc).__name__, exc)
+            ) from exc
+        raise DropConnection("%s: receive returned %r; no answer is sent" % (self.name, result))
+
+    def _crash_before_commit(self, con, event):
+        def trace(statement):
+            if _is_commit(statement):
+                os._exit(CRASH_EXIT)
+
+        # SQLite calls `trace` as each statement starts, i.e. before COMMIT takes effect.
+        con.set_trace_callback(trace)
+        try:
+            return self._receive(con, event)
+        finally:
+            con.set_trace_callback(None)
+
+    def _crash_after_commit(self, con, event):
+        committed = []
+
+        def trace(statement):
+            if committed:
+                os._exit(CRASH_EXIT)
+            if _is_commit(statement):
+                committed.append(statement)
+
+        con.set_trace_callback(trace)
+        try:
+            self._receive(con, event)
+        finally:
+            # No statement came after the commit (or none committed at all):
+            # whatever receive wrote is as durable as it will ever be, so end here.
+            os._exit(CRASH_EXIT)
+
+
+def _is_commit(statement):
+    words = statement.split(None, 1)
+    return bool(words) and words[0].upper().rstrip(";") in ("COMMIT", "END")

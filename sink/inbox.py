@@ -1,0 +1,138 @@
+"""The sink DB: the inbox of applied event ids, the inventory, the deliveries log.
+
+The only module with the sink DB's SQL. It writes in exactly one place,
+`receive`, one visible transaction per event. It never speaks HTTP and never
+deletes a row.
+"""
+
+import os
+import sqlite3
+import time
+import urllib.parse
+
+from outbox import db
+from outbox.errors import Conflict, WrongDatabase
+from outbox.event import canonical, digest, validate_event
+
+APPLICATION_ID = 0x53494E4B  # "SINK": tells a sink DB from a source DB or any other file
+SCHEMA_VERSION = 1
+
+APPLIED = "applied"
+DUPLICATE = "duplicate"
+CONFLICT = "conflict"
+
+SCHEMA = (
+    # One row per event id ever applied; its digest is what a later copy is compared with.
+    """CREATE TABLE inbox (
+        event_id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        applied_at REAL NOT NULL
+    )""",
+    """CREATE TABLE inventory (
+        sku TEXT PRIMARY KEY,
+        qty INTEGER NOT NULL CHECK (qty >= 0)
+    )""",
+    # One row per valid event that reached `receive`, whatever the outcome.
+    # AUTOINCREMENT: seq is never reused, so seq order is arrival order.
+    """CREATE TABLE deliveries (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('applied', 'duplicate', 'conflict')),
+        digest TEXT NOT NULL,
+        received_at REAL NOT NULL
+    )""",
+)
+
+
+def init_sink(path):
+    """Open or create the sink DB at `path`; return a connection.
+
+    Tables `inbox` (event_id, digest, payload, applied_at), `inventory` (sku,
+    qty) and `deliveries` (seq, event_id, outcome, digest, received_at). The
+    connection is in explicit-transaction mode, WAL, synchronous=FULL, with a
+    busy timeout. A file that is not a sink DB of this kit (a source DB
+    included) raises WrongDatabase and is left unchanged.
+    """
+    return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="sink")
+
+
+def receive(con, event):
+    """Apply `event` at most once; return "applied" or "duplicate", or raise Conflict.
+
+    An invalid event raises InvalidEvent before the DB is touched. Otherwise,
+    in ONE transaction: a new id gets its inbox row, its qty added to the
+    sku's inventory and an `applied` delivery; a known id with an identical
+    event (same digest) gets only a `duplicate` delivery; a known id with a
+    different event gets only a `conflict` delivery, which is committed
+    before Conflict is raised. A failure inside leaves no trace at all.
+    """
+    event = validate_event(event)
+    payload = canonical(event)
+    event_digest = digest(event)
+    with db.transaction(con):
+        row = con.execute("SELECT digest, payload FROM inbox WHERE event_id = ?", (event["id"],)).fetchone()
+        now = time.time()
+        if row is None:
+            outcome = APPLIED
+            con.execute(
+                "INSERT INTO inbox (event_id, digest, payload, applied_at) VALUES (?, ?, ?, ?)",
+                (event["id"], event_digest, payload, now),
+            )
+            # UPDATE then INSERT instead of an upsert, so any SQLite 3 will do:
+            # BEGIN IMMEDIATE holds the write lock, no one can add the sku in between.
+            cur = con.execute("UPDATE inventory SET qty = qty + ? WHERE sku = ?", (event["qty"], event["sku"]))
+            if cur.rowcount == 0:
+                con.execute("INSERT INTO inventory (sku, qty) VALUES (?, ?)", (event["sku"], event["qty"]))
+        elif row[0] == event_digest:
+            outcome = DUPLICATE
+        else:
+            outcome = CONFLICT
+        con.execute(
+            "INSERT INTO deliveries (event_id, outcome, digest, received_at) VALUES (?, ?, ?, ?)",
+            (event["id"], outcome, event_digest, now),
+        )
+    # Raised only now, after COMMIT: the conflict is on record before anyone hears of it.
+    if outcome == CONFLICT:
+        raise Conflict("event %r was applied before with payload %s; refusing %s" % (event["id"], row[1], payload))
+    return outcome
+
+
+def open_readonly(path):
+    """Open an existing sink DB only to read it; return a connection that cannot write.
+
+    Never creates a file: a missing path, an empty file or a file that is not
+    a sink DB of this kit raises WrongDatabase and is left unchanged. The
+    connection is opened read-only and has ``query_only`` set.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise WrongDatabase("no sink DB at %r: no such file" % (path,))
+    uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
+    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=db.BUSY_TIMEOUT_MS / 1000.0)
+    try:
+        found = (
+            con.execute("PRAGMA application_id").fetchone()[0],
+            con.execute("PRAGMA user_version").fetchone()[0],
+        )
+        con.execute("PRAGMA query_only = ON")
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise WrongDatabase("%r is not a sink DB of this kit: %s" % (path, exc)) from None
+    if found != (APPLICATION_ID, SCHEMA_VERSION):
+        con.close()
+        raise WrongDatabase(
+            "%r is not a sink DB of this kit (application_id %d, user_version %d; expected %d and %d)"
+            % (path, found[0], found[1], APPLICATION_ID, SCHEMA_VERSION)
+        )
+    return con
+
+
+def inventory(con):
+    """All (sku, qty) rows, ordered by sku. Read-only."""
+    return con.execute("SELECT sku, qty FROM inventory ORDER BY sku").fetchall()
+
+
+def deliveries(con):
+    """All (seq, event_id, outcome, digest, received_at) rows, in arrival order. Read-only."""
+    return con.execute("SELECT seq, event_id, outcome, digest, received_at FROM deliveries ORDER BY seq").fetchall()

@@ -1,0 +1,200 @@
+"""`python -m sink` as a real process: serve, signals, show, and one-line errors with exit statuses."""
+
+import os
+import signal
+import socket
+import subprocess
+
+from outbox import store
+from sink import faults, init_sink, receive
+from tests.support import DEADLINE, PYTHON, TempDirTestCase, free_loopback_socket, python_env, wait_until
+from tests.test_sink_server import EVENT, Child, body_of, post, request_bytes, snapshot
+
+
+class CliTestCase(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db_path = self.path("sink.db")
+
+    def run_sink(self, *args):
+        """Run `python -m sink ARGS` to its end; return (status, stdout, stderr)."""
+        done = subprocess.run(
+            [PYTHON, "-m", "sink"] + list(args),
+            cwd=self.tmp,
+            env=python_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            timeout=DEADLINE,
+        )
+        return done.returncode, done.stdout, done.stderr
+
+    def serve(self, *extra):
+        child = Child(["serve", "--db", self.db_path, "--port", "0"] + list(extra), self.tmp)
+        self.addCleanup(child.close)
+        return child
+
+    def assert_one_line_error(self, status, stdout, stderr, expected_status):
+        self.assertEqual(status, expected_status, stderr)
+        self.assertEqual(stdout, "")
+        self.assertNotIn("Traceback", stderr)
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertTrue(stderr.startswith("sink: error: "), stderr)
+
+    def read_bytes(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+
+class ServeTest(CliTestCase):
+    def test_prints_its_url_serves_and_exits_0_on_sigterm(self):
+        child = self.serve()
+        port = child.port()
+        status, _, answer = post(port, body_of(EVENT))
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        child.signal(signal.SIGTERM)
+        self.assertEqual(child.wait(), 0)
+        self.assertNotIn("Traceback", child.stderr())
+        self.assertEqual(dict(snapshot(self.db_path)["inventory"]), {"apple": 3})
+
+    def test_ctrl_c_exits_0(self):
+        child = self.serve()
+        status, _, _ = post(child.port(), None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)
+        child.signal(signal.SIGINT)
+        self.assertEqual(child.wait(), 0)
+        self.assertNotIn("Traceback", child.stderr())
+
+    def test_sigterm_finishes_the_request_in_hand(self):
+        child = self.serve("--timeout", "5")
+        port = child.port()
+        event = body_of(EVENT)
+        head = request_bytes(["Content-Type: application/json", "Content-Length: %d" % len(event)])
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as in_hand:
+            in_hand.sendall(head + event[:10])
+            # Connections are accepted in arrival order: once this one is answered,
+            # the server has taken the one above into a handler thread.
+            status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+            self.assertEqual(status, 200)
+            child.signal(signal.SIGTERM)
+            wait_until(lambda: "stopping" in child.stderr_so_far(), what="the server to take the signal")
+            in_hand.sendall(event[10:])
+            chunks = []
+            while True:
+                chunk = in_hand.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        answer = b"".join(chunks)
+        self.assertTrue(answer.startswith(b"HTTP/1.0 200 "), answer)
+        self.assertIn(b'"result": "applied"', answer)
+        self.assertEqual(child.wait(), 0)
+        self.assertEqual(dict(snapshot(self.db_path)["inventory"]), {"apple": 3})
+
+    def test_localhost_is_accepted(self):
+        child = self.serve("--host", "localhost")
+        status, _, _ = post(child.port(), None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)
+        child.signal(signal.SIGTERM)
+        self.assertEqual(child.wait(), 0)
+
+    def test_refuses_a_source_db_unchanged(self):
+        source = self.path("source.db")
+        store.init_store(source).close()
+        before = self.read_bytes(source)
+        self.assert_one_line_error(*self.run_sink("serve", "--db", source, "--port", "0"), expected_status=1)
+        self.assertEqual(self.read_bytes(source), before)
+
+    def test_unusable_db_path_and_busy_port_exit_1(self):
+        status, stdout, stderr = self.run_sink("serve", "--db", self.path("no/such/dir/sink.db"), "--port", "0")
+        self.assert_one_line_error(status, stdout, stderr, 1)
+        taken = free_loopback_socket()
+        self.addCleanup(taken.close)
+        status, stdout, stderr = self.run_sink("serve", "--db", self.db_path, "--port", str(taken.getsockname()[1]))
+        self.assert_one_line_error(status, stdout, stderr, 1)
+
+
+class UsageTest(CliTestCase):
+    def test_bad_arguments_exit_2_with_one_line(self):
+        db = self.db_path
+        cases = [
+            [],
+            ["frobnicate"],
+            ["serve"],
+            ["serve", "--db", db, "--fault", "explode"],
+            ["serve", "--db", db, "--port", "70000"],
+            ["serve", "--db", db, "--port", "-1"],
+            ["serve", "--db", db, "--port", "http"],
+            ["serve", "--db", db, "--host", "8.8.8.8"],
+            ["serve", "--db", db, "--host", "0.0.0.0"],
+            ["serve", "--db", db, "--host", "example.com"],
+            ["serve", "--db", db, "--timeout", "0"],
+            ["serve", "--db", db, "--timeout", "nan"],
+            ["serve", "--db", db, "--fault", "drop-after-commit", "--fault-count", "0"],
+            ["serve", "--db", db, "--verbose-please"],
+            ["show"],
+        ]
+        for args in cases:
+            with self.subTest(args=args):
+                self.assert_one_line_error(*self.run_sink(*args), expected_status=2)
+        self.assertEqual(os.listdir(self.tmp), [])  # no DB was created on the way
+
+    def test_help_documents_commands_faults_exit_status_and_defaults(self):
+        status, top, _ = self.run_sink("--help")
+        self.assertEqual(status, 0)
+        for word in ("serve", "show", "exit status", str(faults.CRASH_EXIT)):
+            self.assertIn(word, top)
+        status, serve_help, _ = self.run_sink("serve", "--help")
+        self.assertEqual(status, 0)
+        for word in faults.NAMES + (str(faults.CRASH_EXIT), "8765", "127.0.0.1", "10.0", "loopback"):
+            self.assertIn(word, serve_help)
+        status, show_help, _ = self.run_sink("show", "--help")
+        self.assertEqual(status, 0)
+        self.assertIn("--db", show_help)
+
+
+class ShowTest(CliTestCase):
+    def test_prints_inventory_and_deliveries(self):
+        con = init_sink(self.db_path)
+        receive(con, {"id": "e1", "sku": "apple", "qty": 3})
+        receive(con, {"id": "e2", "sku": "pear", "qty": 5})
+        receive(con, {"id": "e1", "sku": "apple", "qty": 3})
+        try:
+            receive(con, {"id": "e1", "sku": "apple", "qty": 9})
+        except Exception as exc:
+            self.assertEqual(type(exc).__name__, "Conflict")
+        con.close()
+        before = self.read_bytes(self.db_path)
+        status, stdout, stderr = self.run_sink("show", "--db", self.db_path)
+        self.assertEqual((status, stderr), (0, ""))
+        rows = [line.split() for line in stdout.splitlines()]
+        self.assertIn(["apple", "3"], rows)
+        self.assertIn(["pear", "5"], rows)
+        outcomes = [(row[0], row[3], row[4]) for row in rows if len(row) == 6 and row[0].isdigit()]
+        self.assertEqual(
+            outcomes,
+            [("1", "applied", "e1"), ("2", "applied", "e2"), ("3", "duplicate", "e1"), ("4", "conflict", "e1")],
+        )
+        self.assertEqual(self.read_bytes(self.db_path), before)
+
+    def test_missing_file_is_an_error_and_not_created(self):
+        missing = self.path("missing.db")
+        self.assert_one_line_error(*self.run_sink("show", "--db", missing), expected_status=1)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_foreign_files_are_errors_and_left_unchanged(self):
+        source = self.path("source.db")
+        con = store.init_store(source)
+        store.intake(con, {"id": "o1", "sku": "apple", "qty": 3})
+        con.close()
+        garbage = self.path("garbage.db")
+        with open(garbage, "wb") as f:
+            f.write(b"not a database\n" * 50)
+        empty = self.path("empty.db")
+        open(empty, "wb").close()
+        for path in (source, garbage, empty):
+            with self.subTest(path=os.path.basename(path)):
+                before = self.read_bytes(path)
+                self.assert_one_line_error(*self.run_sink("show", "--db", path), expected_status=1)
+                self.assertEqual(self.read_bytes(path), before)

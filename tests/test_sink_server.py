@@ -1,0 +1,708 @@
+"""sink.server over real HTTP: answers, refusals that write nothing, concurrency, faults.
+
+Servers run in-process on 127.0.0.1 port 0, except the crash faults, which end
+a real `python -m sink serve` child with CRASH_EXIT.
+"""
+
+import contextlib
+import http.client
+import io
+import json
+import queue
+import re
+import select
+import signal
+import socket
+import sqlite3
+import subprocess
+import textwrap
+import threading
+import time
+
+from outbox import store
+from sink import WrongDatabase, faults, init_sink, make_server, receive
+from sink.server import MAX_BODY
+from tests.support import DEADLINE, PYTHON, TempDirTestCase, python_env, wait_until
+
+SHORT = 0.5  # server timeout where a test waits on it
+EVENT = {"id": "e1", "sku": "apple", "qty": 3}
+
+
+def body_of(event):
+    return json.dumps(event).encode("utf-8")
+
+
+def post(port, body, *, path="/events", method="POST", content_type="application/json", headers=None):
+    """One request on its own connection; return (status, response headers, decoded JSON body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
+    try:
+        sent = {} if content_type is None else {"Content-Type": content_type}
+        sent.update(headers or {})
+        conn.request(method, path, body=body, headers=sent)
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, response, (json.loads(data.decode("ascii")) if data else None)
+    finally:
+        conn.close()
+
+
+def request_bytes(head_lines, body=b"", *, method="POST", target="/events"):
+    head = ["%s %s HTTP/1.1" % (method, target), "Host: 127.0.0.1"] + list(head_lines)
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def exchange(port, data, *, half_close=True):
+    """Send raw bytes, read until the server closes; return (status, headers, JSON body, raw bytes)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+        sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        raw = read_to_eof(sock)
+    if not raw:
+        return None, {}, None, raw
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.setdefault(name.strip().lower(), []).append(value.strip())
+    return status, headers, (json.loads(body.decode("ascii")) if body else None), raw
+
+
+def read_to_eof(sock):
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)  # bounded by the socket's DEADLINE timeout
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def snapshot(path):
+    """Every row of the three sink tables, read through a fresh connection."""
+    con = sqlite3.connect(path)
+    try:
+        return {
+            "inbox": con.execute("SELECT * FROM inbox ORDER BY event_id").fetchall(),
+            "inventory": con.execute("SELECT * FROM inventory ORDER BY sku").fetchall(),
+            "deliveries": con.execute("SELECT * FROM deliveries ORDER BY seq").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def outcomes(path):
+    return [row[2] for row in snapshot(path)["deliveries"]]
+
+
+def stock(path):
+    return dict(snapshot(path)["inventory"])
+
+
+class Child:
+    """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline."""
+
+    def __init__(self, args, cwd, *, program=None):
+        command = ([PYTHON, "-c", program] if program is not None else [PYTHON, "-m", "sink"]) + list(args)
+        self.proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=python_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+        )
+        self._lines = queue.Queue()
+        self._stderr = []
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self._lines.put), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self._stderr.append), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream, put):
+        for line in stream:
+            put(line)
+        stream.close()
+
+    def line(self, timeout=DEADLINE):
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(
+                "no line from the child within %.1fs; stderr so far: %r" % (timeout, "".join(self._stderr))
+            ) from None
+
+    def port(self):
+        """Read the URL line the server prints once it listens; return its port."""
+        url = self.line().strip()
+        match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
+        if match is None:
+            raise AssertionError("expected http://127.0.0.1:PORT, got %r" % url)
+        return int(match.group(1))
+
+    def wait(self, timeout=DEADLINE):
+        return self.proc.wait(timeout)
+
+    def stderr_so_far(self):
+        return "".join(self._stderr)
+
+    def stderr(self):
+        """Everything the child wrote to stderr; call after it exited."""
+        for pump in self._pumps:
+            pump.join(DEADLINE)
+        return "".join(self._stderr)
+
+    def signal(self, signum):
+        self.proc.send_signal(signum)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(DEADLINE)
+        for pump in self._pumps:
+            pump.join(DEADLINE)
+
+
+class ServerTestCase(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db_path = self.path("sink.db")
+
+    def start(self, **options):
+        options.setdefault("timeout", SHORT)
+        server = make_server(self.db_path, **options).start()
+        self.addCleanup(server.stop)
+        return server
+
+    def port(self, **options):
+        return self.start(**options).server_address[1]
+
+    def child(self, *args, program=None):
+        child = Child(args, self.tmp, program=program)
+        self.addCleanup(child.close)
+        return child
+
+
+class AnswerTest(ServerTestCase):
+    def test_health(self):
+        status, response, body = post(self.port(), None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)
+        self.assertEqual(response.getheader("Content-Type"), "application/json")
+        self.assertEqual(response.getheader("Connection"), "close")
+        self.assertEqual(body, {"ok": True})
+
+    def test_applied_then_duplicate(self):
+        port = self.port()
+        status, response, body = post(port, body_of(EVENT))
+        self.assertEqual((status, body), (200, {"ack": True, "id": "e1", "result": "applied"}))
+        self.assertEqual(response.getheader("Connection"), "close")
+        status, _, body = post(port, body_of(EVENT), content_type="application/json; charset=utf-8")
+        self.assertEqual((status, body), (200, {"ack": True, "id": "e1", "result": "duplicate"}))
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+        self.assertEqual(outcomes(self.db_path), ["applied", "duplicate"])
+
+    def test_conflict_is_409_logged_and_leaves_inventory(self):
+        port = self.port()
+        post(port, body_of(EVENT))
+        status, _, body = post(port, body_of(dict(EVENT, qty=4)))
+        self.assertEqual(status, 409)
+        self.assertEqual(body, {"ack": False, "id": "e1", "error": "conflict"})
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+        self.assertEqual(outcomes(self.db_path), ["applied", "conflict"])
+
+    def test_binds_loopback_with_a_real_port_and_a_deep_backlog(self):
+        server = self.start()
+        host, port = server.server_address[:2]
+        self.assertEqual(host, "127.0.0.1")
+        self.assertGreater(port, 0)
+        self.assertGreaterEqual(server.request_queue_size, 64)
+
+    def test_burst_of_connections_is_served(self):
+        port = self.port()
+        count = 64
+        barrier = threading.Barrier(count, timeout=DEADLINE)
+        statuses = []
+        lock = threading.Lock()
+
+        def client():
+            barrier.wait()
+            status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+            with lock:
+                statuses.append(status)
+
+        threads = [threading.Thread(target=client) for _ in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(DEADLINE)
+        self.assertEqual(statuses, [200] * count)
+
+    def test_duplicate_storm_applies_once(self):
+        port = self.port()
+        clients = 8
+        barrier = threading.Barrier(clients, timeout=DEADLINE)
+        answers = []
+        lock = threading.Lock()
+
+        def client():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
+            try:
+                conn.connect()
+                barrier.wait()
+                conn.request("POST", "/events", body=body_of(EVENT), headers={"Content-Type": "application/json"})
+                response = conn.getresponse()
+                answer = (response.status, json.loads(response.read().decode("ascii")))
+            finally:
+                conn.close()
+            with lock:
+                answers.append(answer)
+
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(DEADLINE)
+        self.assertEqual(len(answers), clients)
+        self.assertTrue(
+            all(status == 200 and body["ack"] is True and body["id"] == "e1" for status, body in answers), answers
+        )
+        results = sorted(body["result"] for _, body in answers)
+        self.assertEqual(results, ["applied"] + ["duplicate"] * 7)
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+        self.assertEqual(sorted(outcomes(self.db_path)), ["applied"] + ["duplicate"] * 7)
+        self.assertEqual(len(snapshot(self.db_path)["inbox"]), 1)
+
+    def test_other_clients_are_served_while_one_stays_silent(self):
+        port = self.port(timeout=2.0)
+        idle = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.addCleanup(idle.close)
+        trickling = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.addCleanup(trickling.close)
+        trickling.sendall(b"POST /events HTTP/1.1\r\nContent-Type: application/json\r\n")
+        status, _, body = post(port, body_of(EVENT))
+        self.assertEqual((status, body["result"]), (200, "applied"))
+        # The silent ones were still held while that request was answered ...
+        for sock in (idle, trickling):
+            sock.setblocking(False)
+            with self.assertRaises(BlockingIOError):
+                sock.recv(1)
+            sock.settimeout(DEADLINE)
+        # ... and the server lets go of them after its timeout.
+        self.assertEqual(read_to_eof(idle), b"")
+        self.assertEqual(read_to_eof(trickling), b"")
+
+    def test_a_trickling_client_is_cut_off_at_the_request_deadline(self):
+        port = self.port(timeout=SHORT)
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as slow:
+            slow.sendall(b"POST /events HTTP/1.1\r\nX-Slow: ")
+            closed = False
+            while not closed and time.monotonic() - started < DEADLINE:
+                try:
+                    slow.sendall(b"a")  # one byte per pause below: never silent for long
+                    readable, _, _ = select.select([slow], [], [], 0.05)  # the pause; ends early if the server closes
+                    closed = bool(readable) and read_to_eof(slow) == b""
+                except ConnectionError:  # reset or broken pipe: closed just as well
+                    closed = True
+        self.assertTrue(closed)
+        self.assertLess(time.monotonic() - started, SHORT + 3.0)
+
+    def test_make_server_refuses_a_source_db_unchanged(self):
+        path = self.path("source.db")
+        store.init_store(path).close()
+        with open(path, "rb") as f:
+            before = f.read()
+        with self.assertRaises(WrongDatabase):
+            make_server(path)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_make_server_refuses_bad_options(self):
+        for options in (
+            {"timeout": 0},
+            {"timeout": -1},
+            {"timeout": True},
+            {"fault": "nope"},
+            {"fault": "drop-after-commit", "fault_count": 0},
+        ):
+            with self.subTest(options=options):
+                with self.assertRaises(ValueError):
+                    make_server(self.db_path, **options)
+
+    def test_nothing_printed_by_default(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            port = self.port(receive=_raises(RuntimeError("boom")))
+            post(port, body_of(EVENT))
+            post(port, b"{", content_type="application/json")
+            post(port, None, path="/nowhere", method="GET", content_type=None)
+        self.assertEqual(err.getvalue(), "")
+
+
+class RefusalTest(ServerTestCase):
+    """Every 4xx: the right status, a JSON error naming the rule, and the DB untouched."""
+
+    def setUp(self):
+        super().setUp()
+        self.port_ = self.port()
+        post(self.port_, body_of(EVENT))  # so "unchanged" is about a DB that has rows
+        self.before = snapshot(self.db_path)
+
+    def assert_refused(self, status, answer, expected_status, *, mentions=()):
+        self.assertEqual(status, expected_status)
+        self.assertEqual(set(answer), {"ack", "error"})
+        self.assertIs(answer["ack"], False)
+        for word in mentions:
+            self.assertIn(word, answer["error"])
+        self.assertEqual(snapshot(self.db_path), self.before)
+
+    def test_bad_json_and_invalid_events_are_400_naming_the_problem(self):
+        valid = {"id": "e2", "sku": "pear", "qty": 5}
+        cases = [
+            (b"{not json", "JSON"),
+            (b"", "JSON"),
+            (b'{"id": "e2", "sku": "pear", "qty": 5, "qty": 1}', "duplicate key"),
+            (b"\xff\xfe{}", "UTF-8"),
+            (b"[" * 3000, "JSON"),
+            (body_of(dict(valid, qty=0)), "qty"),
+            (body_of(dict(valid, qty="5")), "qty"),
+            (body_of(dict(valid, qty=5.0)), "qty"),
+            (body_of(dict(valid, sku="")), "sku"),
+            (body_of(dict(valid, id="has space")), "id"),
+            (body_of({"id": "e2", "qty": 5}), "sku"),
+            (body_of(dict(valid, colour="red")), "colour"),
+            (body_of([valid]), "dict"),
+            (body_of(dict(EVENT, qty=0)), "qty"),  # a known id, but invalid: never reaches the store
+        ]
+        for body, word in cases:
+            with self.subTest(body=body[:40]):
+                status, _, answer = post(self.port_, body)
+                self.assert_refused(status, answer, 400, mentions=[word])
+
+    def test_untrusted_framing_is_refused(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        ct = "Content-Type: application/json"
+        cases = [
+            ("no Content-Length", [ct], event, 411, "Content-Length"),
+            ("negative", [ct, "Content-Length: -5"], event, 400, "Content-Length"),
+            ("non-numeric", [ct, "Content-Length: abc"], event, 400, "Content-Length"),
+            ("exponent", [ct, "Content-Length: 3e1"], event, 400, "Content-Length"),
+            ("plus sign", [ct, "Content-Length: +%d" % len(event)], event, 400, "Content-Length"),
+            ("repeated", [ct, "Content-Length: %d" % len(event)] * 2, event, 400, "Content-Length"),
+            ("list", [ct, "Content-Length: %d, %d" % (len(event), len(event))], event, 400, "Content-Length"),
+            (
+                "chunked",
+                [ct, "Transfer-Encoding: chunked"],
+                b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event),
+                400,
+                "Transfer-Encoding",
+            ),
+            (
+                "chunked with a length",
+                [ct, "Transfer-Encoding: chunked", "Content-Length: %d" % len(event)],
+                event,
+                400,
+                "Transfer-Encoding",
+            ),
+            (
+                "identity",
+                [ct, "Transfer-Encoding: identity", "Content-Length: %d" % len(event)],
+                event,
+                400,
+                "Transfer-Encoding",
+            ),
+            ("too large", [ct, "Content-Length: %d" % (MAX_BODY + 1)], b" " * (MAX_BODY + 1), 413, str(MAX_BODY)),
+            ("far too large", [ct, "Content-Length: 99999999999999999999999"], event, 413, str(MAX_BODY)),
+            ("no Content-Type", ["Content-Length: %d" % len(event)], event, 415, "Content-Type"),
+            ("text/plain", ["Content-Type: text/plain", "Content-Length: %d" % len(event)], event, 415, "Content-Type"),
+            (
+                "jsonp",
+                ["Content-Type: application/jsonp", "Content-Length: %d" % len(event)],
+                event,
+                415,
+                "Content-Type",
+            ),
+            (
+                "latin-1",
+                ["Content-Type: application/json; charset=latin-1", "Content-Length: %d" % len(event)],
+                event,
+                415,
+                "charset",
+            ),
+        ]
+        for name, head, body, expected, word in cases:
+            with self.subTest(name):
+                status, headers, answer, _ = exchange(self.port_, request_bytes(head, body))
+                self.assert_refused(status, answer, expected, mentions=[word])
+                self.assertEqual(headers.get("connection"), ["close"])
+
+    def test_body_shorter_than_declared_is_400_and_not_applied(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        data = request_bytes(["Content-Type: application/json", "Content-Length: %d" % (len(event) + 10)], event)
+        for half_close in (True, False):
+            with self.subTest(half_close=half_close):
+                started = time.monotonic()
+                status, _, answer, _ = exchange(self.port_, data, half_close=half_close)
+                self.assert_refused(status, answer, 400, mentions=["body incomplete"])
+                # Answered by the server's own short deadline, not by our DEADLINE-long socket timeout.
+                self.assertLess(time.monotonic() - started, SHORT + 3.0)
+
+    def test_other_paths_are_404(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        for target in (
+            "/events/",
+            "/x/../events",
+            "/events?x=1",
+            "/events#x",
+            "/EVENTS",
+            "/",
+            "/health/",
+            "//events",
+            "http://127.0.0.1/events",
+        ):
+            with self.subTest(target=target):
+                status, _, answer, _ = exchange(
+                    self.port_,
+                    request_bytes(
+                        ["Content-Type: application/json", "Content-Length: %d" % len(event)], event, target=target
+                    ),
+                )
+                self.assert_refused(status, answer, 404, mentions=["path"])
+
+    def test_other_methods_are_405_with_allow(self):
+        cases = [
+            ("GET", "/events", "POST"),
+            ("PUT", "/events", "POST"),
+            ("DELETE", "/events", "POST"),
+            ("PATCH", "/events", "POST"),
+            ("OPTIONS", "/events", "POST"),
+            ("POST", "/health", "GET"),
+            ("PUT", "/health", "GET"),
+        ]
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        for method, path, allow in cases:
+            with self.subTest(method=method, path=path):
+                status, response, answer = post(self.port_, event, method=method, path=path)
+                self.assertEqual(response.getheader("Allow"), allow)
+                self.assert_refused(status, answer, 405, mentions=[method])
+
+    def test_head_is_405_without_a_body(self):
+        status, headers, answer, raw = exchange(self.port_, request_bytes([], method="HEAD", target="/health"))
+        self.assertEqual(status, 405)
+        self.assertEqual(headers["allow"], ["GET"])
+        self.assertIsNone(answer)
+        self.assertTrue(raw.endswith(b"\r\n\r\n"))
+
+
+class ForeignStoreTest(ServerTestCase):
+    """make_server around another implementation's store functions."""
+
+    def test_exceptions_and_results_are_mapped_generically(self):
+        class Conflict(Exception):  # a foreign class, related to ours only by name
+            pass
+
+        cases = [
+            (_raises(Conflict("other payload")), 409, {"ack": False, "id": "e1", "error": "conflict"}),
+            (_raises(ValueError("qty is odd")), 400, {"ack": False, "error": "qty is odd"}),
+            (
+                _raises(RuntimeError("disk on fire")),
+                500,
+                {"ack": False, "error": "internal error: RuntimeError: disk on fire"},
+            ),
+            (_returns("ok"), 500, None),
+            (_returns(None), 500, None),
+            (_returns(True), 500, None),
+        ]
+        for foreign_receive, expected_status, expected_body in cases:
+            with self.subTest(receive=foreign_receive.__name__):
+                lines = []
+                port = self.port(receive=foreign_receive, log=lines.append)
+                status, _, answer = post(port, body_of(EVENT))
+                self.assertEqual(status, expected_status)
+                if expected_body is not None:
+                    self.assertEqual(answer, expected_body)
+                else:
+                    self.assertIs(answer["ack"], False)
+                    self.assertIn("receive returned", answer["error"])
+                    self.assertIn(repr(foreign_receive.result), answer["error"])
+                self.assertNotIn("Traceback", json.dumps(answer))
+                if expected_status == 500 and expected_body is not None:
+                    wait_until(lambda: any("Traceback" in line for line in lines), what="the traceback in the log")
+
+    def test_store_failing_to_open_is_500(self):
+        calls = []
+
+        def flaky_init_sink(path):
+            calls.append(path)
+            if len(calls) > 1:
+                raise OSError("no disk")
+            return init_sink(path)
+
+        port = self.port(init_sink=flaky_init_sink)
+        status, _, answer = post(port, body_of(EVENT))
+        self.assertEqual((status, answer), (500, {"ack": False, "error": "internal error: OSError: no disk"}))
+
+    def test_each_thread_gets_its_own_connection_closed_when_it_ends(self):
+        opened = []
+        seen = []
+        lock = threading.Lock()
+
+        def tracking_init_sink(path):
+            con = init_sink(path)
+            with lock:
+                opened.append(con)
+            return con
+
+        def tracking_receive(con, event):
+            with lock:
+                seen.append((threading.get_ident(), con))
+            return receive(con, event)
+
+        port = self.port(init_sink=tracking_init_sink, receive=tracking_receive)
+        for qty in (1, 2, 3):
+            status, _, _ = post(port, body_of({"id": "e%d" % qty, "sku": "apple", "qty": qty}))
+            self.assertEqual(status, 200)
+        self.assertEqual(len(seen), 3)
+        for ident, con in seen:
+            self.assertTrue(any(con is c for c in opened[1:]))  # opened[0] is make_server's check
+        self.assertEqual(len({id(con) for _, con in seen}), 3)
+
+        def all_closed():
+            for con in opened:
+                try:
+                    con.execute("SELECT 1")
+                except sqlite3.ProgrammingError:
+                    continue
+                return False
+            return True
+
+        wait_until(all_closed, what="every handler connection to be closed")
+        self.assertEqual(stock(self.db_path), {"apple": 6})
+
+    def test_invalid_events_never_reach_receive(self):
+        calls = []
+
+        def recording_receive(con, event):
+            calls.append(event)
+            return "applied"
+
+        port = self.port(receive=recording_receive)
+        for body in (body_of(dict(EVENT, qty=0)), b"{", body_of({"id": "e1"})):
+            status, _, _ = post(port, body)
+            self.assertEqual(status, 400)
+        status, _, _ = post(port, body_of(EVENT))
+        self.assertEqual(status, 200)
+        self.assertEqual(calls, [EVENT])
+
+
+class DropAfterCommitTest(ServerTestCase):
+    def test_connection_closes_without_answer_after_the_receipt_is_committed(self):
+        port = self.port(fault=faults.DROP_AFTER_COMMIT)
+        # An invalid event does not reach receive, so it does not use up the fault.
+        status, _, _ = post(port, body_of(dict(EVENT, qty=0)))
+        self.assertEqual(status, 400)
+        with self.assertRaises((http.client.BadStatusLine, ConnectionError)):
+            post(port, body_of(EVENT))
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+        self.assertEqual(outcomes(self.db_path), ["applied"])
+        status, _, answer = post(port, body_of(EVENT))
+        self.assertEqual((status, answer), (200, {"ack": True, "id": "e1", "result": "duplicate"}))
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+
+    def test_raw_client_reads_nothing_and_fault_count_is_honoured(self):
+        port = self.port(fault=faults.DROP_AFTER_COMMIT, fault_count=2)
+        event = body_of(EVENT)
+        data = request_bytes(["Content-Type: application/json", "Content-Length: %d" % len(event)], event)
+        for _ in range(2):
+            status, _, _, raw = exchange(port, data, half_close=False)
+            self.assertEqual(raw, b"")
+        status, _, answer, _ = exchange(port, data)
+        self.assertEqual((status, answer["result"]), (200, "duplicate"))
+        self.assertEqual(outcomes(self.db_path), ["applied", "duplicate", "duplicate"])
+
+
+class CrashTest(ServerTestCase):
+    """The crash faults end a real server process with CRASH_EXIT inside or after the transaction."""
+
+    def crash(self, fault):
+        child = self.child("serve", "--db", self.db_path, "--port", "0", "--timeout", "5", "--fault", fault)
+        port = child.port()
+        with self.assertRaises((http.client.BadStatusLine, ConnectionError)):
+            post(port, body_of(EVENT))
+        self.assertEqual(child.wait(), faults.CRASH_EXIT)
+        self.assertNotIn("Traceback", child.stderr())
+
+    def restart_and_post(self):
+        child = self.child("serve", "--db", self.db_path, "--port", "0", "--timeout", "5")
+        status, _, answer = post(child.port(), body_of(EVENT))
+        child.signal(signal.SIGTERM)
+        self.assertEqual(child.wait(), 0)
+        return status, answer
+
+    def test_crash_before_commit_keeps_nothing(self):
+        self.crash(faults.CRASH_BEFORE_COMMIT)
+        self.assertEqual(snapshot(self.db_path), {"inbox": [], "inventory": [], "deliveries": []})
+        status, answer = self.restart_and_post()
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+        self.assertEqual(outcomes(self.db_path), ["applied"])
+
+    def test_crash_after_commit_keeps_the_whole_receipt(self):
+        self.crash(faults.CRASH_AFTER_COMMIT)
+        after_crash = snapshot(self.db_path)
+        self.assertEqual([row[0] for row in after_crash["inbox"]], ["e1"])
+        self.assertEqual(after_crash["inventory"], [("apple", 3)])
+        self.assertEqual([row[1:3] for row in after_crash["deliveries"]], [("e1", "applied")])
+        status, answer = self.restart_and_post()
+        self.assertEqual((status, answer["result"]), (200, "duplicate"))
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+        self.assertEqual(outcomes(self.db_path), ["applied", "duplicate"])
+
+    def test_crash_after_commit_exposes_a_receive_that_commits_twice(self):
+        # A foreign, non-atomic receive: the inbox row and the inventory in two transactions.
+        program = textwrap.dedent("""
+            import sys, threading
+            from outbox import db
+            from sink import make_server
+            def split_receive(con, event):
+                with db.transaction(con):
+                    con.execute(
+                        "INSERT INTO inbox (event_id, digest, payload, applied_at) VALUES (?, 'd', 'p', 0)",
+                        (event["id"],),
+                    )
+                with db.transaction(con):
+                    con.execute("INSERT INTO inventory (sku, qty) VALUES (?, ?)", (event["sku"], event["qty"]))
+                return "applied"
+            server = make_server(sys.argv[1], timeout=5, fault="crash-after-commit", receive=split_receive).start()
+            print(server.url(), flush=True)
+            threading.Event().wait(%r)
+            """ % DEADLINE)
+        child = self.child(self.db_path, program=program)
+        with self.assertRaises((http.client.BadStatusLine, ConnectionError)):
+            post(child.port(), body_of(EVENT))
+        self.assertEqual(child.wait(), faults.CRASH_EXIT)
+        after_crash = snapshot(self.db_path)
+        self.assertEqual([row[0] for row in after_crash["inbox"]], ["e1"])
+        self.assertEqual(after_crash["inventory"], [])
+
+
+def _raises(exc):
+    def failing_receive(con, event):
+        raise exc
+
+    failing_receive.__name__ = "raises_%s" % type(exc).__name__
+    return failing_receive
+
+
+def _returns(result):
+    def odd_receive(con, event):
+        return result
+
+    odd_receive.__name__ = "returns_%r" % (result,)
+    odd_receive.result = result
+    return odd_receive
