@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -140,14 +139,16 @@ def role_sink(impl, args):
     # tests), its own `sink` package is the one already on sys.path.
     from sink import server as sink_server
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # only a flag; the main thread stops the server
+    stop = []
+    # Only a flag: Event.set() from a handler can deadlock on the lock wait() holds.
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     httpd = sink_server.make_server(
         args.db, "127.0.0.1", 0, timeout=args.timeout, fault=args.fault, init_sink=impl.init_sink, receive=impl.receive
     )
     httpd.start()
     say("listening", url=httpd.url())
-    stop.wait()
+    while not stop:
+        time.sleep(0.02)  # how soon a SIGTERM is noticed
     httpd.stop()
 
 

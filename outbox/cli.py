@@ -13,7 +13,7 @@ import time
 from .dispatch import dispatch
 from .errors import OutboxError
 from .sender import send_http
-from .store import MAX_BATCH, init_store, intake, pending
+from .store import MAX_BATCH, init_store, intake, open_store_readonly, pending
 
 PROG = "python -m outbox"
 
@@ -56,7 +56,7 @@ def run(args):
         seq = intake(con, {"id": args.id, "sku": args.sku, "qty": args.qty})
         print("taken in %s as seq %d" % (args.id, seq))
     elif args.command == "pending":
-        for event in pending(open_existing(args.db), args.limit):
+        for event in pending(open_store_readonly(args.db), args.limit):
             print(json.dumps(event))
     elif args.command == "dispatch":
         con = open_existing(args.db)
@@ -69,7 +69,7 @@ def run(args):
         marked = dispatch(con, send, args.limit)
         print("marked %d sent" % marked)
     elif args.command == "status":
-        con = open_existing(args.db)
+        con = open_store_readonly(args.db)
         counts = dict(con.execute("SELECT sent, count(*) FROM outbox GROUP BY sent").fetchall())
         oldest = con.execute("SELECT event_id, created_at FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 1").fetchone()
         print("pending %d, sent %d" % (counts.get(0, 0), counts.get(1, 0)))

@@ -8,6 +8,7 @@ no table of either side: each caller passes its own schema.
 import contextlib
 import os
 import sqlite3
+import urllib.parse
 
 from .errors import WrongDatabase
 
@@ -37,21 +38,52 @@ def open_db(path, *, application_id, version, schema, kind):
     return con
 
 
-def _accept_or_create(con, path, *, application_id, version, schema, kind):
-    # Read-only look first: nothing below writes until the file is known to be
-    # ours or known to be empty. A WAL switch on a foreign file would change it.
+def open_readonly(path, *, application_id, version, kind):
+    """Open an existing kit database `kind` only to read it.
+
+    Never creates a file: a missing path, an empty file or a file that is not
+    this kind of kit DB raises WrongDatabase. The connection is opened with
+    ``mode=ro`` and has ``query_only`` set, a second line of defence.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise WrongDatabase("no %s DB at %r: no such file" % (kind, path))
+    uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
+    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0, check_same_thread=False)
+    try:
+        if _look(con, path, application_id=application_id, version=version, kind=kind):
+            raise WrongDatabase("%r is an empty file, not a %s DB of this kit" % (path, kind))
+        con.execute("PRAGMA query_only = ON")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _look(con, path, *, application_id, version, kind):
+    """True if the file is new (no schema, no stamp); None if it is ours; else WrongDatabase.
+
+    Only reads: nothing may write until the file is known to be ours or known
+    to be empty. Even a WAL switch on a foreign file would change it.
+    """
     try:
         found_app = con.execute("PRAGMA application_id").fetchone()[0]
         found_version = con.execute("PRAGMA user_version").fetchone()[0]
         tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise WrongDatabase("%r is not a %s DB of this kit: %s" % (path, kind, exc)) from None
-    is_new = found_app == 0 and found_version == 0 and tables == 0
-    if not is_new and (found_app, found_version) != (application_id, version):
+    if found_app == 0 and found_version == 0 and tables == 0:
+        return True
+    if (found_app, found_version) != (application_id, version):
         raise WrongDatabase(
             "%r is not a %s DB of this kit (application_id %d, user_version %d; "
             "expected %d and %d); it was left unchanged" % (path, kind, found_app, found_version, application_id, version)
         )
+    return None
+
+
+def _accept_or_create(con, path, *, application_id, version, schema, kind):
+    is_new = _look(con, path, application_id=application_id, version=version, kind=kind)
     con.execute("PRAGMA busy_timeout = %d" % BUSY_TIMEOUT_MS)
     mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode.lower() != "wal":

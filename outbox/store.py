@@ -51,6 +51,11 @@ def init_store(path):
     return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="source")
 
 
+def open_store_readonly(path):
+    """Open an existing source DB only to read it (see db.open_readonly); never creates a file."""
+    return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source")
+
+
 def intake(con, event):
     """Take in an order: the order row and its unsent outbox row, in ONE transaction.
 

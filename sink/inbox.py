@@ -5,13 +5,10 @@ The only module with the sink DB's SQL. It writes in exactly one place,
 deletes a row.
 """
 
-import os
-import sqlite3
 import time
-import urllib.parse
 
 from outbox import db
-from outbox.errors import Conflict, WrongDatabase
+from outbox.errors import Conflict
 from outbox.event import canonical, digest, validate_event
 
 APPLICATION_ID = 0x53494E4B  # "SINK": tells a sink DB from a source DB or any other file
@@ -99,33 +96,8 @@ def receive(con, event):
 
 
 def open_readonly(path):
-    """Open an existing sink DB only to read it; return a connection that cannot write.
-
-    Never creates a file: a missing path, an empty file or a file that is not
-    a sink DB of this kit raises WrongDatabase and is left unchanged. The
-    connection is opened read-only and has ``query_only`` set.
-    """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise WrongDatabase("no sink DB at %r: no such file" % (path,))
-    uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
-    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=db.BUSY_TIMEOUT_MS / 1000.0)
-    try:
-        found = (
-            con.execute("PRAGMA application_id").fetchone()[0],
-            con.execute("PRAGMA user_version").fetchone()[0],
-        )
-        con.execute("PRAGMA query_only = ON")
-    except sqlite3.DatabaseError as exc:
-        con.close()
-        raise WrongDatabase("%r is not a sink DB of this kit: %s" % (path, exc)) from None
-    if found != (APPLICATION_ID, SCHEMA_VERSION):
-        con.close()
-        raise WrongDatabase(
-            "%r is not a sink DB of this kit (application_id %d, user_version %d; expected %d and %d)"
-            % (path, found[0], found[1], APPLICATION_ID, SCHEMA_VERSION)
-        )
-    return con
+    """Open an existing sink DB only to read it (see outbox.db.open_readonly); never creates a file."""
+    return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")
 
 
 def inventory(con):

@@ -5,8 +5,8 @@ import unittest
 from unittest import mock
 
 from outbox import Conflict, InvalidEvent, WrongDatabase, init_store, intake, mark_sent, pending
-from outbox import db
-from outbox.store import PENDING_SQL
+from outbox.store import PENDING_SQL, open_store_readonly
+from sink import init_sink
 from tests.support import TempDirTestCase
 
 
@@ -64,11 +64,22 @@ class InitStoreTest(TempDirTestCase):
         other.close()
         self.assertRefusedUnchanged(path)
 
-    def test_refuses_a_db_of_the_other_kind(self):
-        path = self.path("sink-like.db")
-        other = db.open_db(path, application_id=0x53494E4B, version=1, schema=("CREATE TABLE inbox (x)",), kind="sink")
-        other.close()
+    def test_refuses_a_sink_db(self):
+        path = self.path("sink.db")
+        init_sink(path).close()
         self.assertRefusedUnchanged(path)
+
+    def test_read_only_opener_never_creates_and_cannot_write(self):
+        missing = self.path("missing.db")
+        with self.assertRaises(WrongDatabase):
+            open_store_readonly(missing)
+        self.assertFalse(os.path.exists(missing))
+        path = self.path("source.db")
+        init_store(path).close()
+        reader = open_store_readonly(path)
+        self.addCleanup(reader.close)
+        with self.assertRaises(sqlite3.OperationalError):
+            reader.execute("DELETE FROM outbox")
 
     def test_refuses_a_directory(self):
         with self.assertRaises(WrongDatabase):
