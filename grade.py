@@ -177,14 +177,8 @@ def child_main(args):
 # Fail or returns (expected, observed) for the PASS line.
 
 
-def _raw(db):
-    """A plain connection of the grader's own, independent of the implementation."""
-    con = sqlite3.connect(db, isolation_level=None, timeout=5)
-    return con
-
-
 def _sent_flags(db):
-    con = _raw(db)
+    con = read_only(db)
     try:
         return dict(con.execute("SELECT event_id, sent FROM outbox ORDER BY seq"))
     finally:
@@ -210,7 +204,7 @@ def check_seq_order(impl, db):
             impl.intake(con, {"id": event_id, "sku": "seq", "qty": 1})
     finally:
         time.time, time.time_ns = real_time, real_time_ns
-    watcher = _raw(db)
+    watcher = read_only(db)
     # Not closed on purpose: the child process ends right after the check.
     before = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
     first = impl.pending(con, 16)
@@ -338,7 +332,74 @@ def check_exact_ack(impl, db):
     return "1, 'ok', None and {'ack': True} from send are not ACKs", "; ".join(seen)
 
 
+def check_validate_event(impl, db):
+    """Valid events come back as new dicts; each broken rule is a ValueError naming its field."""
+    good = {"qty": 1000000, "sku": "a.b_c:d-e", "id": "9" + "x" * 63}
+    out = impl.validate_event(good)
+    expect(out == good and out is not good, "a valid event comes back as an equal, NEW dict", "got %r" % (out,))
+    bad = (
+        ("qty", dict(good, qty=True)), ("qty", dict(good, qty=0)), ("qty", dict(good, qty=1000001)),
+        ("qty", dict(good, qty="7")), ("qty", dict(good, qty=1.0)), ("id", dict(good, id="")),
+        ("id", dict(good, id="a b")), ("id", dict(good, id="x" * 65)), ("id", dict(good, id="-a")),
+        ("id", dict(good, id=7)), ("sku", dict(good, sku="s/1")), ("sku", dict(good, sku="é")),
+        ("extra", dict(good, extra=1)), ("qty", {"id": "a", "sku": "b"}), (None, ["a", "b", 1]),
+    )
+    for field, event in bad:
+        try:
+            impl.validate_event(event)
+        except ValueError as exc:
+            expect(field is None or field in str(exc), "the error for %r names %r" % (event, field), "message: %s" % exc)
+            continue
+        except Exception as exc:
+            raise Fail("%r refused with a ValueError" % (event,), "raised %s" % describe(exc))
+        raise Fail("%r refused with a ValueError" % (event,), "it was accepted")
+    return "valid events copied; %d broken ones refused, each naming its field" % len(bad), "as expected"
+
+
+def check_intake_idempotent(impl, db):
+    """The same event again writes nothing; the same id with another payload is a Conflict."""
+    con = impl.init_store(db)
+    seq = impl.intake(con, {"id": "dup", "sku": "idem", "qty": 2})
+    watcher = read_only(db)
+    before = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
+    again = impl.intake(con, {"qty": 2, "sku": "idem", "id": "dup"})
+    expect(again == seq, "the same event again returns the same seq %r" % (seq,), "it returned %r" % (again,))
+    try:
+        impl.intake(con, {"id": "dup", "sku": "idem", "qty": 3})
+    except Exception as exc:
+        expect(type(exc).__name__ == "Conflict" or "Conflict" in [c.__name__ for c in type(exc).__mro__],
+               "another payload for 'dup' raises Conflict", "raised %s" % describe(exc))
+    else:
+        raise Fail("another payload for 'dup' raises Conflict", "it was accepted")
+    after = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
+    expect(after == before, "neither the repeat nor the conflict wrote a row", "orders/outbox changed")
+    return "same event: same seq, nothing written; another payload: Conflict, nothing written", "as expected"
+
+
+def check_mark_sent(impl, db):
+    """mark_sent marks exactly one row: True, then False; an unknown id is a KeyError."""
+    con = impl.init_store(db)
+    for event_id in ("a", "b"):
+        impl.intake(con, {"id": event_id, "sku": "mark", "qty": 1})
+    first, second = impl.mark_sent(con, "b"), impl.mark_sent(con, "b")
+    expect(first is True and second is False, "mark_sent gives True, then False", "it gave %r, then %r" % (first, second))
+    expect(_sent_flags(db) == {"a": 0, "b": 1}, "only b is sent", "sent flags %s" % _sent_flags(db))
+    try:
+        impl.mark_sent(con, "nope")
+    except KeyError:
+        pass
+    except Exception as exc:
+        raise Fail("an unknown id raises KeyError", "raised %s" % describe(exc))
+    else:
+        raise Fail("an unknown id raises KeyError", "it returned normally")
+    expect(_sent_flags(db) == {"a": 0, "b": 1}, "the unknown id changed nothing", "sent flags %s" % _sent_flags(db))
+    return "True, then False, KeyError for an unknown id; only that row marked", "as expected"
+
+
 IN_PROCESS_CHECKS = {
+    "validate-event": check_validate_event,
+    "intake-idempotent": check_intake_idempotent,
+    "mark-sent": check_mark_sent,
     "seq-order": check_seq_order,
     "stop-on-first-failure": check_stop_on_first_failure,
     "no-lock-during-send": check_no_lock_during_send,
@@ -346,6 +407,9 @@ IN_PROCESS_CHECKS = {
     "exact-ack": check_exact_ack,
 }
 CHECK_NEEDS = {
+    "validate-event": ("validate_event",),
+    "intake-idempotent": ("init_store", "intake"),
+    "mark-sent": ("init_store", "intake", "mark_sent"),
     "seq-order": ("init_store", "intake", "pending"),
     "stop-on-first-failure": ("init_store", "intake", "dispatch"),
     "no-lock-during-send": ("init_store", "intake", "dispatch"),
@@ -874,6 +938,9 @@ CHECKS = (
     ("callback-mutation", in_process("callback-mutation")),
     ("exact-ack", in_process("exact-ack")),
     ("conflict", scenario_conflict),
+    ("validate-event", in_process("validate-event")),
+    ("intake-idempotent", in_process("intake-idempotent")),
+    ("mark-sent", in_process("mark-sent")),
     ("intake-atomic", scenario_intake_atomic),
     ("receive-atomic", scenario_receive_atomic),
 )
