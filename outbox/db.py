@@ -29,7 +29,7 @@ def open_db(path, *, application_id, version, schema, kind):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))
-    con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0, check_same_thread=False)
+    con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0)
     try:
         _accept_or_create(con, path, application_id=application_id, version=version, schema=schema, kind=kind)
     except BaseException:
@@ -49,7 +49,7 @@ def open_readonly(path, *, application_id, version, kind):
     if not os.path.isfile(path):
         raise WrongDatabase("no %s DB at %r: no such file" % (kind, path))
     uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
-    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0, check_same_thread=False)
+    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0)
     try:
         if _look(con, path, application_id=application_id, version=version, kind=kind):
             raise WrongDatabase("%r is an empty file, not a %s DB of this kit" % (path, kind))
