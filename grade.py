@@ -158,7 +158,18 @@ def role_check(impl, args):
     say("verdict", ok=True, expected=expected, observed=observed)
 
 
+def exit_with_parent(parent):
+    """Poll until the grader is gone, then end this child: no orphan outlives a killed grader."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
+
+
 def child_main(args):
+    # The grader's pid comes from its command line: a child started just as the
+    # grader died would otherwise take its new parent (init) for the grader.
+    parent = args.parent if args.parent is not None else os.getppid()
+    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     needed = ROLE_NEEDS[args.role] if args.role != "check" else CHECK_NEEDS[args.check]
     try:
         impl = load_impl(args.impl, needed)
@@ -537,7 +548,8 @@ class Grader:
         return env
 
     def command(self, role, *args):
-        return [sys.executable, os.path.join(ROOT, "grade.py"), "--role", role, "--impl", self.impl] + list(args)
+        return [sys.executable, os.path.join(ROOT, "grade.py"), "--role", role, "--parent", str(os.getpid()),
+                "--impl", self.impl] + list(args)
 
     def run(self, what, role, *args, env=None):
         """Run a child to completion within the time bound; never raises for the child's sake."""
@@ -1005,6 +1017,7 @@ def parse_args(argv):
     # The child side: this file started again by the grader.
     parser.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
     parser.add_argument("--check", choices=sorted(IN_PROCESS_CHECKS), help=argparse.SUPPRESS)
+    parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--events", help=argparse.SUPPRESS)
@@ -1017,8 +1030,8 @@ def parse_args(argv):
     for name in args.only or ():
         if name not in CHECK_NAMES:
             parser.error("unknown check %r; the checks are: %s" % (name, ", ".join(CHECK_NAMES)))
-    if not (args.timeout > 0):
-        parser.error("--timeout must be a positive number of seconds, got %g" % args.timeout)
+    if not 0 < args.timeout <= 3600:  # also refuses nan and inf
+        parser.error("--timeout must be a number of seconds from 0 to 3600, got %g" % args.timeout)
     if args.jobs < 1:
         parser.error("--jobs must be at least 1, got %d" % args.jobs)
     args.impl = os.path.abspath(args.impl)
@@ -1028,8 +1041,8 @@ def parse_args(argv):
 
 
 def interrupted(signum, frame):
-    # SIGTERM takes the same way out as Ctrl-C, so every finally below runs:
-    # children are killed and the temporary DBs removed.
+    # SIGTERM and SIGHUP (a closed terminal) take the same way out as Ctrl-C,
+    # so every finally below runs: children are killed, temporary DBs removed.
     raise KeyboardInterrupt
 
 
@@ -1042,6 +1055,8 @@ def main(argv=None):
             print(name)
         return 0
     signal.signal(signal.SIGTERM, interrupted)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, interrupted)
     selected = [(name, fn) for name, fn in CHECKS if not args.only or name in args.only]
     grader = Grader(args.impl, args.timeout, args.keep)
     started = time.monotonic()
@@ -1070,7 +1085,7 @@ def main(argv=None):
     seconds = time.monotonic() - started
     if args.json:
         report = {"impl": args.impl, "passed": passed, "failed": failed, "seconds": round(seconds, 3),
-                  "checks": results, "evidence": grader.evidence}
+                  "checks": results, "evidence": grader.evidence, "kept": grader.tmp if args.keep else None}
         print(json.dumps(report, indent=2))
     else:
         for line in evidence_table(grader.evidence):

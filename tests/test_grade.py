@@ -204,7 +204,7 @@ class GradeFailureModesTest(TempDirTestCase):
             self.assertIn("grade.py: error:", err)
             self.assertNotIn("Traceback", err)
 
-    def test_sigterm_stops_children_and_removes_temporary_files(self):
+    def start_hanging_grader(self):
         worker = self.write_worker('''
             import time
             def init_store(path):
@@ -215,19 +215,34 @@ class GradeFailureModesTest(TempDirTestCase):
         os.mkdir(tmp)
         proc = subprocess.Popen([sys.executable, GRADE, "--impl", worker], cwd=ROOT, env=python_env(TMPDIR=tmp),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-        try:
-            wait_until(lambda: children_running(worker), what="the grader's children")
-            proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-        self.assertEqual(proc.returncode, 130)
-        self.assertIn("interrupted", err)
-        self.assertNotIn("Traceback", err)
-        self.assertEqual(children_running(worker), [])
-        self.assertEqual(os.listdir(tmp), [])
+        self.addCleanup(stop, proc)
+        wait_until(lambda: children_running(worker), what="the grader's children")
+        return proc, worker, tmp
+
+    def test_sigterm_and_sighup_stop_children_and_remove_temporary_files(self):
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with self.subTest(signal=signum):
+                proc, worker, tmp = self.start_hanging_grader()
+                proc.send_signal(signum)
+                out, err = proc.communicate(timeout=30)
+                self.assertEqual(proc.returncode, 130)
+                self.assertIn("interrupted", err)
+                self.assertNotIn("Traceback", err)
+                self.assertEqual(children_running(worker), [])
+                self.assertEqual(os.listdir(tmp), [])
+                shutil.rmtree(tmp)
+
+    def test_children_end_when_the_grader_is_killed(self):
+        proc, worker, tmp = self.start_hanging_grader()
+        proc.kill()  # SIGKILL: no handler runs; the children must notice on their own
+        proc.communicate(timeout=30)
+        wait_until(lambda: children_running(worker) == [], what="orphaned children to exit")
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
 
 
 def children_running(marker):
