@@ -1,7 +1,9 @@
 """The publisher's command line: intake, pending, dispatch and status on a source DB.
 
-The edge where errors become one-line messages on stderr and exit statuses;
-the library below it raises and never prints or exits.
+The edge where errors become one line on stderr and an exit status (1 for a
+refused event, DB or delivery, 2 for bad arguments, 130 for Ctrl-C); the
+library below it raises and never prints or exits. Every argument is checked
+before any file is created or any request is sent.
 """
 import argparse
 import json
@@ -10,17 +12,24 @@ import sqlite3
 import sys
 import time
 
+from . import store
 from .dispatch import dispatch
 from .errors import OutboxError
-from .sender import send_http
-from .store import MAX_BATCH, init_store, intake, open_store_readonly, pending
+from .event import validate_event
+from .sender import check_timeout, check_url, send_http
 
-PROG = "python -m outbox"
+PROG = "outbox"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        # One line, not the usage block: --help is there for the rest.
+        self.exit(2, "%s: error: %s\n" % (PROG, message))
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog=PROG, description="Publisher side of outbox-kit.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = _Parser(prog="python -m outbox", description="Publisher side of outbox-kit.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
     take = commands.add_parser("intake", help="take in one order (order row + outbox row, one transaction)")
@@ -31,48 +40,43 @@ def build_parser():
 
     show = commands.add_parser("pending", help="print unsent events in intake order (read-only)")
     show.add_argument("--db", required=True, help="existing source DB")
-    show.add_argument("--limit", type=int, default=MAX_BATCH, help="1-16 (default: %(default)s)")
+    show.add_argument("--limit", type=int, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
 
     send = commands.add_parser("dispatch", help="deliver one batch to a sink, marking each item after its ACK")
     send.add_argument("--db", required=True, help="existing source DB")
     send.add_argument("--url", required=True, help="the sink, e.g. http://127.0.0.1:8765/events")
-    send.add_argument("--limit", type=int, default=MAX_BATCH, help="1-16 (default: %(default)s)")
+    send.add_argument("--limit", type=int, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
     send.add_argument("--timeout", type=float, default=5.0, help="seconds per delivery (default: %(default)s)")
 
-    status = commands.add_parser("status", help="counts of pending and sent rows, and the oldest pending")
+    status = commands.add_parser("status", help="counts of pending and sent rows, and the oldest pending (read-only)")
     status.add_argument("--db", required=True, help="existing source DB")
     return parser
 
 
-def open_existing(path):
-    if not os.path.isfile(path):
-        raise OutboxError("no source DB at %r (intake creates one)" % path)
-    return init_store(path)
-
-
 def run(args):
     if args.command == "intake":
-        con = init_store(args.db)
-        seq = intake(con, {"id": args.id, "sku": args.sku, "qty": args.qty})
+        event = validate_event({"id": args.id, "sku": args.sku, "qty": args.qty})  # before the file exists
+        seq = store.intake(store.init_store(args.db), event)
         print("taken in %s as seq %d" % (args.id, seq))
     elif args.command == "pending":
-        for event in pending(open_store_readonly(args.db), args.limit):
+        for event in store.pending(store.open_store_readonly(args.db), args.limit):
             print(json.dumps(event))
     elif args.command == "dispatch":
-        con = open_existing(args.db)
+        check_url(args.url)
+        check_timeout(args.timeout)
+        if not os.path.isfile(args.db):
+            raise OutboxError("no source DB at %r (intake creates one)" % args.db)
+        con = store.init_store(args.db)
 
         def send(event):
             acked = send_http(args.url, event, timeout=args.timeout)
             print("ACK %s" % event["id"], flush=True)
             return acked
 
-        marked = dispatch(con, send, args.limit)
-        print("marked %d sent" % marked)
+        print("marked %d sent" % dispatch(con, send, args.limit))
     elif args.command == "status":
-        con = open_store_readonly(args.db)
-        counts = dict(con.execute("SELECT sent, count(*) FROM outbox GROUP BY sent").fetchall())
-        oldest = con.execute("SELECT event_id, created_at FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 1").fetchone()
-        print("pending %d, sent %d" % (counts.get(0, 0), counts.get(1, 0)))
+        pending_count, sent_count, oldest = store.status(store.open_store_readonly(args.db))
+        print("pending %d, sent %d" % (pending_count, sent_count))
         if oldest:
             print("oldest pending %s, taken in %.0fs ago" % (oldest[0], max(0.0, time.time() - oldest[1])))
 
@@ -81,7 +85,13 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         run(args)
-    except (OutboxError, ValueError, KeyError, sqlite3.Error, OSError) as exc:
-        print("outbox: error: %s" % (exc,), file=sys.stderr)
+    except KeyboardInterrupt:
+        print("%s: interrupted; whatever was not marked sent is still pending" % PROG, file=sys.stderr)
+        return 130
+    except sqlite3.Error as exc:
+        print("%s: error: source DB %r: %s" % (PROG, args.db, exc), file=sys.stderr)
+        return 1
+    except (OutboxError, ValueError, KeyError, OSError) as exc:
+        print("%s: error: %s" % (PROG, exc), file=sys.stderr)
         return 1
     return 0

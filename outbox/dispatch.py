@@ -20,12 +20,16 @@ def dispatch(con, send, limit=MAX_BATCH, *, after_delivery=None):
     propagates unchanged; any other result from `send` raises NotAcknowledged.
     Items marked before it stay sent; the failed item and those after it stay
     pending, so the next call resumes there. No retry, no claim or lease: one
-    sending loop, one batch per call. No transaction is open while `send` runs.
+    sending loop, one batch per call. No transaction is open while `send` runs:
+    a connection that is already inside one is refused with ValueError.
     """
     if not callable(send):
         raise TypeError("send must be callable, got %r" % (send,))
     if after_delivery is not None and not callable(after_delivery):
         raise TypeError("after_delivery must be callable or None, got %r" % (after_delivery,))
+    if con.in_transaction:
+        # The caller's transaction would stay open, and may hold the write lock, while send runs.
+        raise ValueError("con must have no open transaction when dispatch starts; commit or roll back first")
     batch = pending(con, limit)  # fully read; no transaction open from here on
     marked = 0
     for selected in batch:

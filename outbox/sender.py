@@ -70,6 +70,15 @@ def check_url(url):
     return host, 80 if port is None else int(port)
 
 
+def check_timeout(timeout):
+    """Return `timeout` if it is an int or float of seconds in (0, MAX_TIMEOUT] (not a bool), else ValueError."""
+    # The range test also refuses nan and inf.
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
+        raise ValueError("timeout must be a positive int or float of seconds up to %g, got %s"
+                         % (MAX_TIMEOUT, _show(timeout)))
+    return timeout
+
+
 def send_http(url, event, *, timeout=5.0):
     """POST `event` as canonical JSON to `url`; return True only on a verified ACK.
 
@@ -83,10 +92,7 @@ def send_http(url, event, *, timeout=5.0):
     """
     event = validate_event(event)
     check_url(url)
-    # The range test also refuses nan and inf.
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
-        raise ValueError("timeout must be a positive int or float of seconds up to %g, got %s"
-                         % (MAX_TIMEOUT, _show(timeout)))
+    check_timeout(timeout)
     where = "POST %s for %r" % (url, event["id"])
     headers = {"Content-Type": "application/json", "Connection": "close"}
     request = urllib.request.Request(url, data=canonical(event).encode("ascii"), headers=headers, method="POST")

@@ -114,3 +114,10 @@ def mark_sent(con, event_id):
         if con.execute("SELECT 1 FROM outbox WHERE event_id = ?", (event_id,)).fetchone() is None:
             raise KeyError("no outbox row for event id %r" % (event_id,))
         return False
+
+
+def status(con):
+    """(pending count, sent count, oldest pending as (event_id, created_at) or None). Read-only."""
+    counts = dict(con.execute("SELECT sent, count(*) FROM outbox GROUP BY sent").fetchall())
+    oldest = con.execute("SELECT event_id, created_at FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 1").fetchone()
+    return counts.get(0, 0), counts.get(1, 0), oldest

@@ -11,6 +11,7 @@ import http.server
 import io
 import json
 import socket
+import socketserver
 import threading
 import time
 import traceback
@@ -117,6 +118,12 @@ class SinkServer(http.server.ThreadingHTTPServer):
         self._local = threading.local()
         self._serving = None
         super().__init__(address, SinkHandler)
+
+    def server_bind(self):
+        # HTTPServer.server_bind would also call socket.getfqdn(host): a reverse
+        # DNS lookup that, for any 127.x but 127.0.0.1, may leave this machine.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def url(self):
         host, port = self.server_address[:2]

@@ -16,6 +16,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MARK = "@@counts "
+WORKER_TIMEOUT = 300  # seconds; a hung test ends as a failure, never as a hung `make test`
 # Run as a script, sys.path[0] is tests/; the suite imports outbox, sink and tests.* from the root.
 sys.path[:1] = [ROOT]
 
@@ -57,8 +58,14 @@ def main(argv=None):
         cmd = [sys.executable, os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker"] + share
         workers.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True))
     passed = failed = skipped = 0
+    deadline = time.monotonic() + WORKER_TIMEOUT
     for proc in workers:
-        out, _ = proc.communicate()
+        try:
+            out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            print("a test worker ran past %ds and was killed" % WORKER_TIMEOUT)
         lines = [l for l in out.splitlines() if l.startswith(MARK)]
         if proc.returncode != 0 or not lines:
             print("a test worker died (exit %s) before reporting; counted as one failure" % proc.returncode)
@@ -67,11 +74,9 @@ def main(argv=None):
         p, f, s = json.loads(lines[-1][len(MARK):])
         passed, failed, skipped = passed + p, failed + f, skipped + s
     elapsed = time.monotonic() - started
-    print("ran %d tests in %.1fs with %d workers (Python %s)" % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0]))
-    line = "%d passed, %d failed" % (passed, failed)
-    if skipped:
-        line += ", %d skipped" % skipped
-    print(line)
+    print("ran %d tests in %.1fs with %d workers (Python %s), %d skipped"
+          % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0], skipped))
+    print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 and passed > 0 else 1
 
 

@@ -37,8 +37,8 @@ class TempDirTestCase(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="outbox-kit-test-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
-    def path(self, name):
-        return os.path.join(self.tmp, name)
+    def path(self, *names):
+        return os.path.join(self.tmp, *names)
 
 
 class LoopbackServer:

@@ -179,6 +179,17 @@ class DispatchTest(TempDirTestCase):
             dispatch(self.con, lambda e: False, after_delivery=called.append)
         self.assertEqual(called, [])
 
+    def test_refuses_a_connection_inside_a_transaction(self):
+        self.take("a")
+        calls = []
+        self.con.execute("BEGIN IMMEDIATE")
+        with self.assertRaises(ValueError) as ctx:
+            dispatch(self.con, lambda e: calls.append(e) or True)
+        self.assertIn("no open transaction", str(ctx.exception))
+        self.assertEqual(calls, [])
+        self.con.execute("ROLLBACK")
+        self.assertEqual(self.sent_flags(), {"a": 0})
+
     def test_rejects_non_callables(self):
         self.take("a")
         with self.assertRaises(TypeError):

@@ -50,9 +50,15 @@ class OutboxCliTest(TempDirTestCase):
             (["intake", "--db", db, "--id", "bad id", "--sku", "s", "--qty", "1"], "id must be"),
             (["intake", "--db", db, "--id", "a", "--sku", "s", "--qty", "0"], "qty must be"),
             (["intake", "--db", db, "--id", "a", "--sku", "s", "--qty", "x"], "invalid int value"),
+            (["intake", "--db", self.path("new.db"), "--id", "bad id", "--sku", "s", "--qty", "1"], "id must be"),
+            (["intake", "--db", self.path("no-dir", "x.db"), "--id", "a", "--sku", "s", "--qty", "1"], "no-dir"),
+            (["dispatch", "--db", self.path("missing.db"), "--url", "http://127.0.0.1:1/events"], "no source DB"),
+            (["dispatch", "--db", db, "--url", "http://127.0.0.1:1/events", "--timeout", "-5"], "timeout must be"),
+            (["frobnicate"], "invalid choice"),
             (["pending", "--db", self.path("missing.db")], "no source DB"),
             (["pending", "--db", db, "--limit", "17"], "limit must be"),
-            (["dispatch", "--db", db, "--url", "http://example.com/events"], "not loopback"),
+            # 127.1 is refused by the URL rules; were it not, it would still be loopback.
+            (["dispatch", "--db", db, "--url", "http://127.1/events"], "not loopback"),
         )
         outbox("intake", "--db", db, "--id", "ok", "--sku", "s", "--qty", "1")
         for args, words in cases:
@@ -60,7 +66,9 @@ class OutboxCliTest(TempDirTestCase):
             self.assertNotEqual(result.returncode, 0, args)
             self.assertIn(words, result.stderr, args)
             self.assertNotIn("Traceback", result.stderr, args)
-        self.assertFalse(os.path.exists(self.path("missing.db")))
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        for never_created in ("missing.db", "new.db"):
+            self.assertFalse(os.path.exists(self.path(never_created)), never_created)
         self.assertIn("pending 1, sent 0", outbox("status", "--db", db).stdout)
 
 

@@ -18,6 +18,7 @@ import subprocess
 import textwrap
 import threading
 import time
+from unittest import mock
 
 from outbox import store
 from sink import WrongDatabase, faults, init_sink, make_server, receive
@@ -32,9 +33,14 @@ def body_of(event):
     return json.dumps(event).encode("utf-8")
 
 
-def post(port, body, *, path="/events", method="POST", content_type="application/json", headers=None):
+def post(port, body, **options):
+    """One request on its own connection to 127.0.0.1; see post_to."""
+    return post_to("127.0.0.1", port, body, **options)
+
+
+def post_to(host, port, body, *, path="/events", method="POST", content_type="application/json", headers=None):
     """One request on its own connection; return (status, response headers, decoded JSON body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
+    conn = http.client.HTTPConnection(host, port, timeout=DEADLINE)
     try:
         sent = {} if content_type is None else {"Content-Type": content_type}
         sent.update(headers or {})
@@ -189,6 +195,14 @@ class ServerTestCase(TempDirTestCase):
 
 
 class AnswerTest(ServerTestCase):
+    def test_binding_makes_no_name_lookup(self):
+        # http.server's own server_bind asks socket.getfqdn: a reverse DNS query for 127.x.
+        with mock.patch("socket.getfqdn", side_effect=AssertionError("reverse DNS lookup")):
+            server = self.start(host="127.0.0.2")
+        self.assertEqual(server.url(), "http://127.0.0.2:%d" % server.server_address[1])
+        status, _, body = post_to("127.0.0.2", server.server_address[1], None, path="/health", method="GET")
+        self.assertEqual((status, body), (200, {"ok": True}))
+
     def test_health(self):
         status, response, body = post(self.port(), None, path="/health", method="GET", content_type=None)
         self.assertEqual(status, 200)
