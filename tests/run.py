@@ -1,10 +1,12 @@
 """Run the whole suite and end with the line ``N passed, N failed``.
 
-Test modules (tests/test_*.py) are shared out over --jobs worker processes,
-largest first, because the slow ones (real subprocesses and servers) are
-independent. Exit 0 only when nothing failed and at least one test ran.
+Each test module (tests/test_*.py) runs in a worker process of its own, at
+most --jobs at a time, largest first, because the slow ones (real
+subprocesses and servers) are independent. Exit 0 only when nothing failed
+and at least one test ran.
 """
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -48,31 +50,32 @@ def main(argv=None):
     names = args.modules or [
         "tests." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(HERE, "test_*.py"))
     ]
-    # Largest file first is a fair guess at slowest first.
+    # Largest file first is a fair guess at slowest first; each module is one
+    # worker process, taken by whichever of the --jobs slots frees up first.
     names.sort(key=lambda n: -os.path.getsize(os.path.join(ROOT, *n.split(".")) + ".py"))
     jobs = max(1, min(args.jobs, len(names)))
-    shares = [names[i::jobs] for i in range(jobs)]
     started = time.monotonic()
-    workers = []
-    for share in shares:
-        cmd = [sys.executable, os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker"] + share
-        workers.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True))
-    passed = failed = skipped = 0
-    deadline = time.monotonic() + WORKER_TIMEOUT
-    for proc in workers:
+    deadline = started + WORKER_TIMEOUT
+
+    def run_worker(name):
+        cmd = [sys.executable, os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker", name]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True)
         try:
             out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, _ = proc.communicate()
-            print("a test worker ran past %ds and was killed" % WORKER_TIMEOUT)
-        lines = [l for l in out.splitlines() if l.startswith(MARK)]
+            proc.communicate()
+            print("%s ran past %ds and was killed; counted as one failure" % (name, WORKER_TIMEOUT))
+            return 0, 1, 0
+        lines = [line for line in out.splitlines() if line.startswith(MARK)]
         if proc.returncode != 0 or not lines:
-            print("a test worker died (exit %s) before reporting; counted as one failure" % proc.returncode)
-            failed += 1
-            continue
-        p, f, s = json.loads(lines[-1][len(MARK):])
-        passed, failed, skipped = passed + p, failed + f, skipped + s
+            print("%s died (exit %s) before reporting; counted as one failure" % (name, proc.returncode))
+            return 0, 1, 0
+        return json.loads(lines[-1][len(MARK):])
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        counts = list(pool.map(run_worker, names))
+    passed, failed, skipped = (sum(c[i] for c in counts) for i in range(3))
     elapsed = time.monotonic() - started
     print("ran %d tests in %.1fs with %d workers (Python %s), %d skipped"
           % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0], skipped))
