@@ -280,6 +280,9 @@ def check_no_lock_during_send(impl, db):
     done = []
 
     def send(event):
+        in_transaction = getattr(con, "in_transaction", False)
+        expect(not in_transaction, "dispatch's own connection is outside any transaction while send runs",
+               "con.in_transaction is True inside send")
         other = sqlite3.connect(db, isolation_level=None, timeout=0)
         try:
             other.execute("PRAGMA busy_timeout = 0")

@@ -200,6 +200,13 @@ class SinkHandler(http.server.BaseHTTPRequestHandler):
     # Every method a client may send lands in the same place; the route decides.
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_TRACE = do_CONNECT = handle_any_method
 
+    def __getattr__(self, name):
+        # Any other method (PROPFIND, FOO, ...) is routed too, so a known path
+        # answers 405 rather than the 501 that http.server gives by default.
+        if name.startswith("do_"):
+            return self.handle_any_method
+        raise AttributeError(name)
+
     def _check_route(self):
         # The target exactly as sent: http.server's self.path has "//x" already turned into "/x".
         target = self.requestline.split()[1]

@@ -495,6 +495,8 @@ class RefusalTest(ServerTestCase):
             ("DELETE", "/events", "POST"),
             ("PATCH", "/events", "POST"),
             ("OPTIONS", "/events", "POST"),
+            ("PROPFIND", "/events", "POST"),
+            ("FOO", "/health", "GET"),
             ("POST", "/health", "GET"),
             ("PUT", "/health", "GET"),
         ]
@@ -504,6 +506,10 @@ class RefusalTest(ServerTestCase):
                 status, response, answer = post(self.port_, event, method=method, path=path)
                 self.assertEqual(response.getheader("Allow"), allow)
                 self.assert_refused(status, answer, 405, mentions=[method])
+
+    def test_an_unknown_method_on_another_path_is_404(self):
+        status, _, answer = post(self.port_, None, method="FOO", path="/nowhere", content_type=None)
+        self.assert_refused(status, answer, 404, mentions=["path"])
 
     def test_head_is_405_without_a_body(self):
         status, headers, answer, raw = exchange(self.port_, request_bytes([], method="HEAD", target="/health"))
