@@ -464,9 +464,9 @@ class Processes:
 
     def kill(self, proc):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            proc.communicate(timeout=5)
+            os.killpg(proc.pid, signal.SIGKILL)  # its whole session: the child and anything it started
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
         with self._lock:
             self._live.discard(proc)
 
@@ -579,6 +579,8 @@ class Grader:
 
 
 class SinkProcess:
+    """A running `--role sink` child: its address once it listens, its exit status once it stops."""
+
     def __init__(self, proc):
         self.proc = proc
         self.url = None
