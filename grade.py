@@ -88,6 +88,19 @@ def load_impl(path, needed):
     return module
 
 
+def connect(impl, opener, path):
+    """Call the worker's init_store or init_sink; Fail unless it gives a sqlite3.Connection."""
+    con = getattr(impl, opener)(path)
+    expect(isinstance(con, sqlite3.Connection), "%s returns a sqlite3.Connection" % opener,
+           "it returned %s" % describe_value(con))
+    return con
+
+
+def describe_value(value):
+    text = repr(value)
+    return "%s (%s)" % (text if len(text) <= 80 else text[:77] + "...", type(value).__name__)
+
+
 def crash_after_first_commit(con, status):
     """Exit the process at the first statement after the first COMMIT on `con` (a real crash)."""
     committed = []
@@ -103,7 +116,7 @@ def crash_after_first_commit(con, status):
 
 
 def role_intake(impl, args):
-    con = impl.init_store(args.db)
+    con = connect(impl, "init_store", args.db)
     committed = crash_after_first_commit(con, INTAKE_CRASH) if args.crash_after_first_commit else None
     for event in json.loads(args.events):
         say("intake", id=event["id"], seq=impl.intake(con, event))
@@ -113,7 +126,7 @@ def role_intake(impl, args):
 
 
 def role_publish(impl, args):
-    con = impl.init_store(args.db)
+    con = connect(impl, "init_store", args.db)
     for event in json.loads(args.events or "[]"):
         impl.intake(con, event)
 
@@ -143,7 +156,8 @@ def role_sink(impl, args):
     # Only a flag: Event.set() from a handler can deadlock on the lock wait() holds.
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     httpd = sink_server.make_server(
-        args.db, "127.0.0.1", 0, timeout=args.timeout, fault=args.fault, init_sink=impl.init_sink, receive=impl.receive
+        args.db, "127.0.0.1", 0, timeout=args.timeout, fault=args.fault,
+        init_sink=lambda path: connect(impl, "init_sink", path), receive=impl.receive,
     )
     httpd.start()
     say("listening", url=httpd.url())
@@ -205,7 +219,7 @@ def _ids(events):
 
 def check_seq_order(impl, db):
     """Seq order beats id and clock order; limits outside 1-16 refused; pending writes nothing."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     real_time, real_time_ns = time.time, time.time_ns
     clock = [1700000000.9, 1700000000.9, 1699999990.0]  # z and a in one second, then the clock steps back
     try:
@@ -238,7 +252,7 @@ def check_seq_order(impl, db):
 
 def check_stop_on_first_failure(impl, db):
     """Dispatch stops at B's exception, lets it out unchanged, and resumes at B."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     for event_id in ("A", "B", "C"):
         impl.intake(con, {"id": event_id, "sku": "stop", "qty": 1})
     calls = []
@@ -275,7 +289,7 @@ def check_stop_on_first_failure(impl, db):
 
 def check_no_lock_during_send(impl, db):
     """No write lock is held while send runs."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     impl.intake(con, {"id": "first", "sku": "lock", "qty": 1})
     done = []
 
@@ -293,7 +307,7 @@ def check_no_lock_during_send(impl, db):
                 raise Fail("a second connection can BEGIN IMMEDIATE while send runs", "it could not: %s" % exc)
         finally:
             other.close()
-        second = impl.init_store(db)
+        second = connect(impl, "init_store", db)
         second.execute("PRAGMA busy_timeout = 0")
         try:
             impl.intake(second, {"id": "taken-during-send", "sku": "lock", "qty": 1})
@@ -315,7 +329,7 @@ def check_no_lock_during_send(impl, db):
 
 def check_callback_mutation(impl, db):
     """The item dispatch selected is marked, whatever the callback does to its copy."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     for event_id in ("B", "C"):
         impl.intake(con, {"id": event_id, "sku": "mut", "qty": 1})
 
@@ -331,7 +345,7 @@ def check_callback_mutation(impl, db):
 
 def check_exact_ack(impl, db):
     """Only an exact True from send is an ACK."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     impl.intake(con, {"id": "only", "sku": "ack", "qty": 1})
     seen = []
     for result in (1, "ok", None, {"ack": True}):
@@ -372,7 +386,7 @@ def check_validate_event(impl, db):
 
 def check_intake_idempotent(impl, db):
     """The same event again writes nothing; the same id with another payload is a Conflict."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     seq = impl.intake(con, {"id": "dup", "sku": "idem", "qty": 2})
     watcher = read_only(db)
     before = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
@@ -392,7 +406,7 @@ def check_intake_idempotent(impl, db):
 
 def check_mark_sent(impl, db):
     """mark_sent marks exactly one row: True, then False; an unknown id is a KeyError."""
-    con = impl.init_store(db)
+    con = connect(impl, "init_store", db)
     for event_id in ("a", "b"):
         impl.intake(con, {"id": event_id, "sku": "mark", "qty": 1})
     first, second = impl.mark_sent(con, "b"), impl.mark_sent(con, "b")
