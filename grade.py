@@ -210,6 +210,28 @@ def _sent_flags(db):
         con.close()
 
 
+def raised(call):
+    """Run `call()`; return the exception it raised, or None if it returned. A Fail passes through."""
+    try:
+        call()
+    except Fail:
+        raise
+    except Exception as exc:
+        return exc
+    return None
+
+
+def expect_raises(call, kind, expected):
+    """Fail unless `call()` raises an exception whose class, or a base of it, is named `kind`; return it.
+
+    By name, so a worker's own Conflict or DeliveryError classes count.
+    """
+    exc = raised(call)
+    expect(exc is not None, expected, "it returned normally")
+    expect(kind in [c.__name__ for c in type(exc).__mro__], expected, "it raised %s" % describe(exc))
+    return exc
+
+
 def _ids(events):
     try:
         return [e["id"] for e in events]
@@ -240,13 +262,7 @@ def check_seq_order(impl, db):
     after = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
     expect(after == before, "pending changes nothing (outbox rows and data_version)", "the outbox changed while only pending ran")
     for bad in (0, 17, True, "16"):
-        try:
-            impl.pending(con, bad)
-        except ValueError:
-            continue
-        except Exception as exc:
-            raise Fail("limit %r refused with ValueError" % (bad,), "raised %s" % describe(exc))
-        raise Fail("limit %r refused with ValueError" % (bad,), "it was accepted")
+        expect_raises(lambda: impl.pending(con, bad), "ValueError", "limit %r refused with ValueError" % (bad,))
     return "seq order z, a, m over id and clock order; limits 0, 17, True, '16' refused; pending read-only", "as expected"
 
 
@@ -266,16 +282,9 @@ def check_stop_on_first_failure(impl, db):
             raise boom
         return True
 
-    try:
-        impl.dispatch(con, send)
-    except ConnectionResetError as exc:
-        expect(exc is boom, "the same exception object reaches the caller", "a different ConnectionResetError came out")
-    except Fail:
-        raise
-    except Exception as exc:
-        raise Fail("B's own exception reaches the caller", "got %s instead" % describe(exc))
-    else:
-        raise Fail("B's exception reaches the caller", "dispatch returned normally (the error was swallowed)")
+    exc = raised(lambda: impl.dispatch(con, send))
+    expect(exc is not None, "B's exception reaches the caller", "dispatch returned normally (the error was swallowed)")
+    expect(exc is boom, "B's own exception object reaches the caller", "got %s instead" % describe(exc))
     expect(calls == ["A", "B"], "send called for A and B, never C", "send was called for %s" % calls)
     flags = _sent_flags(db)
     expect(flags == {"A": 1, "B": 0, "C": 0}, "A sent; B and C pending", "sent flags %s" % flags)
@@ -349,12 +358,9 @@ def check_exact_ack(impl, db):
     impl.intake(con, {"id": "only", "sku": "ack", "qty": 1})
     seen = []
     for result in (1, "ok", None, {"ack": True}):
-        try:
-            impl.dispatch(con, lambda e, result=result: result)
-        except Exception as exc:
-            seen.append("%r -> %s" % (result, type(exc).__name__))
-        else:
-            raise Fail("send returning %r is no ACK: dispatch raises" % (result,), "dispatch returned normally")
+        exc = raised(lambda: impl.dispatch(con, lambda event: result))
+        expect(exc is not None, "send returning %r is no ACK: dispatch raises" % (result,), "dispatch returned normally")
+        seen.append("%r -> %s" % (result, type(exc).__name__))
         flags = _sent_flags(db)
         expect(flags == {"only": 0}, "send returning %r leaves the item pending" % (result,), "sent flags %s" % flags)
     return "1, 'ok', None and {'ack': True} from send are not ACKs", "; ".join(seen)
@@ -373,14 +379,8 @@ def check_validate_event(impl, db):
         ("extra", dict(good, extra=1)), ("qty", {"id": "a", "sku": "b"}), (None, ["a", "b", 1]),
     )
     for field, event in bad:
-        try:
-            impl.validate_event(event)
-        except ValueError as exc:
-            expect(field is None or field in str(exc), "the error for %r names %r" % (event, field), "message: %s" % exc)
-            continue
-        except Exception as exc:
-            raise Fail("%r refused with a ValueError" % (event,), "raised %s" % describe(exc))
-        raise Fail("%r refused with a ValueError" % (event,), "it was accepted")
+        exc = expect_raises(lambda: impl.validate_event(event), "ValueError", "%r refused with a ValueError" % (event,))
+        expect(field is None or field in str(exc), "the error for %r names %r" % (event, field), "message: %s" % exc)
     return "valid events copied; %d broken ones refused, each naming its field" % len(bad), "as expected"
 
 
@@ -392,13 +392,8 @@ def check_intake_idempotent(impl, db):
     before = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
     again = impl.intake(con, {"qty": 2, "sku": "idem", "id": "dup"})
     expect(again == seq, "the same event again returns the same seq %r" % (seq,), "it returned %r" % (again,))
-    try:
-        impl.intake(con, {"id": "dup", "sku": "idem", "qty": 3})
-    except Exception as exc:
-        expect(type(exc).__name__ == "Conflict" or "Conflict" in [c.__name__ for c in type(exc).__mro__],
-               "another payload for 'dup' raises Conflict", "raised %s" % describe(exc))
-    else:
-        raise Fail("another payload for 'dup' raises Conflict", "it was accepted")
+    expect_raises(lambda: impl.intake(con, {"id": "dup", "sku": "idem", "qty": 3}), "Conflict",
+                  "another payload for 'dup' raises Conflict")
     after = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
     expect(after == before, "neither the repeat nor the conflict wrote a row", "orders/outbox changed")
     return "same event: same seq, nothing written; another payload: Conflict, nothing written", "as expected"
@@ -412,14 +407,7 @@ def check_mark_sent(impl, db):
     first, second = impl.mark_sent(con, "b"), impl.mark_sent(con, "b")
     expect(first is True and second is False, "mark_sent gives True, then False", "it gave %r, then %r" % (first, second))
     expect(_sent_flags(db) == {"a": 0, "b": 1}, "only b is sent", "sent flags %s" % _sent_flags(db))
-    try:
-        impl.mark_sent(con, "nope")
-    except KeyError:
-        pass
-    except Exception as exc:
-        raise Fail("an unknown id raises KeyError", "raised %s" % describe(exc))
-    else:
-        raise Fail("an unknown id raises KeyError", "it returned normally")
+    expect_raises(lambda: impl.mark_sent(con, "nope"), "KeyError", "an unknown id raises KeyError")
     expect(_sent_flags(db) == {"a": 0, "b": 1}, "the unknown id changed nothing", "sent flags %s" % _sent_flags(db))
     return "True, then False, KeyError for an unknown id; only that row marked", "as expected"
 
