@@ -1,8 +1,8 @@
 """The event: its rules, its canonical bytes and its digest.
 
-The only place that decides whether an event is valid. The publisher and the
-sink both call `validate_event`, so the two sides can never disagree on what
-an event is. This module does no I/O.
+The only place that decides whether an event is valid, and how JSON read off
+the wire is parsed (`loads_strict`). The publisher and the sink both call
+them, so the two sides can never disagree on what an event is. No I/O here.
 """
 import hashlib
 import json
@@ -57,6 +57,22 @@ def canonical(event):
 def digest(event):
     """SHA-256 (hex) of `canonical(event)`: equal digests mean identical events."""
     return hashlib.sha256(canonical(event).encode("ascii")).hexdigest()
+
+
+def loads_strict(data):
+    """Parse UTF-8 JSON bytes; an object with a repeated key raises ValueError.
+
+    The one way both sides read JSON off the wire: plain json.loads keeps the
+    last of two "id" keys, so two readers of one body could disagree on it.
+    """
+    return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs):
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("repeated key in a JSON object: %s" % _show(keys))
+    return dict(pairs)
 
 
 def _show(value):

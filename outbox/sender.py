@@ -4,7 +4,6 @@ The only module that opens an HTTP connection. It talks to loopback only,
 never follows a redirect or a proxy, and returns True only on a verified ACK.
 """
 import http.client
-import json
 import re
 import socket
 import time
@@ -12,7 +11,7 @@ import urllib.error
 import urllib.request
 
 from .errors import NoAnswer, UntrustedAck
-from .event import canonical, validate_event
+from .event import canonical, loads_strict, validate_event
 
 MAX_ACK_BYTES = 4096
 MAX_TIMEOUT = 3600.0  # seconds; more is a mistake, and near-infinite values overflow the socket layer
@@ -153,7 +152,7 @@ def _read_ack(response, where):
 def _check_ack(body, event_id, where):
     """Return None if `body` is a JSON object with "ack": true and "id" == event_id, else raise."""
     try:
-        ack = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys)
+        ack = loads_strict(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise _refusal(UntrustedAck, where, "ACK is not JSON with unique keys (%s)" % exc) from exc
     if not isinstance(ack, dict):
@@ -169,14 +168,6 @@ def _check_ack(body, event_id, where):
     else:
         return
     raise _refusal(UntrustedAck, where, what)
-
-
-def _unique_keys(pairs):
-    """object_pairs_hook: a repeated key makes the ACK ambiguous, so it is not JSON we accept."""
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("repeated key in %s" % _clip(keys))
-    return dict(pairs)
 
 
 def _bad_status(response, status, where):

@@ -18,7 +18,7 @@ import traceback
 from http import HTTPStatus
 
 from outbox.errors import Conflict, InvalidEvent
-from outbox.event import validate_event
+from outbox.event import loads_strict, validate_event
 
 from . import faults, inbox
 
@@ -304,7 +304,7 @@ class SinkHandler(http.server.BaseHTTPRequestHandler):
 
     def _parse_event(self, body):
         try:
-            value = json.loads(body.decode("utf-8"), object_pairs_hook=_object_without_duplicates)
+            value = loads_strict(body)
         except UnicodeDecodeError as exc:
             raise Refused("invalid", "body is not UTF-8: %s" % exc) from None
         except (ValueError, RecursionError) as exc:
@@ -360,13 +360,3 @@ class _RequestReader(io.RawIOBase):
             raise socket.timeout("the request did not arrive in time")
         self._sock.settimeout(left)
         return self._sock.recv_into(buffer)
-
-
-def _object_without_duplicates(pairs):
-    # {"qty": 1, "qty": 9} is ambiguous: json would silently keep the last one.
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError("duplicate key %r in a JSON object" % (key,))
-        result[key] = value
-    return result

@@ -2,7 +2,7 @@
 import unittest
 
 from outbox import InvalidEvent, validate_event
-from outbox.event import canonical, digest
+from outbox.event import canonical, digest, loads_strict
 
 
 class ValidateEventTest(unittest.TestCase):
@@ -53,6 +53,19 @@ class ValidateEventTest(unittest.TestCase):
         self.assertEqual(canonical(a), canonical(b))
         self.assertEqual(digest(a), digest(b))
         self.assertNotEqual(digest(a), digest(dict(a, qty=2)))
+
+
+class LoadsStrictTest(unittest.TestCase):
+    def test_a_repeated_key_is_refused_at_any_depth(self):
+        self.assertEqual(loads_strict(b'{"id": "a", "qty": 1}'), {"id": "a", "qty": 1})
+        for data in (b'{"id": "a", "id": "b"}', b'[{"x": 1, "x": 1}]'):
+            with self.assertRaises(ValueError) as ctx:
+                loads_strict(data)
+            self.assertIn("repeated key", str(ctx.exception))
+
+    def test_bytes_that_are_not_utf8_are_a_value_error(self):
+        with self.assertRaises(ValueError):
+            loads_strict(b'{"id": "\xff"}')
 
 
 if __name__ == "__main__":

@@ -380,7 +380,7 @@ class RefusalTest(ServerTestCase):
         cases = [
             (b"{not json", "JSON"),
             (b"", "JSON"),
-            (b'{"id": "e2", "sku": "pear", "qty": 5, "qty": 1}', "duplicate key"),
+            (b'{"id": "e2", "sku": "pear", "qty": 5, "qty": 1}', "repeated key"),
             (b"\xff\xfe{}", "UTF-8"),
             (b"[" * 3000, "JSON"),
             (body_of(dict(valid, qty=0)), "qty"),
