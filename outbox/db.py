@@ -139,10 +139,7 @@ def upgrade_in_place(path, *, application_id, version, upgrades, kind):
     if found is None or found == version:
         return
     if found > version:
-        raise WrongDatabase(
-            "%r is a %s DB written by a newer release (schema %d; this code knows up to %d); "
-            "it was left unchanged" % (path, kind, found, version)
-        )
+        raise _written_by_newer(path, kind, found, version)
     if any(step not in upgrades for step in range(found, version)):
         raise WrongDatabase("%r: no upgrade from %s DB schema %d; it was left unchanged" % (path, kind, found))
     con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0)
@@ -158,20 +155,30 @@ def upgrade_in_place(path, *, application_id, version, upgrades, kind):
         con.close()
 
 
-def refuse_older_readonly(path, *, application_id, version, kind, command):
-    """Raise WrongDatabase naming `command` if `path` is our DB at a schema older than `version`.
+def refuse_other_version_readonly(path, *, application_id, version, kind, command):
+    """Raise WrongDatabase if `path` is our DB at a schema other than `version`; only reads.
 
-    Read-only openers cannot upgrade a file; they say how to, and change nothing.
+    Read-only openers cannot upgrade a file: for an older one the message
+    names `command` (with %s for the path), for a newer one it says so.
     """
     path = os.fspath(path)
     if not os.path.isfile(path) or os.path.getsize(path) == 0:
         return
     found = _stamped_version(path, application_id=application_id)
+    if found is not None and found > version:
+        raise _written_by_newer(path, kind, found, version)
     if found is not None and found < version:
         raise WrongDatabase(
             "%r is a %s DB of an earlier release (schema %d, this code reads %d); upgrade it in place "
             "first with: %s (nothing was changed)" % (path, kind, found, version, command % path)
         )
+
+
+def _written_by_newer(path, kind, found, version):
+    return WrongDatabase(
+        "%r is a %s DB written by a newer release (schema %d; this code knows up to %d); "
+        "it was left unchanged" % (path, kind, found, version)
+    )
 
 
 def _stamped_version(path, *, application_id):

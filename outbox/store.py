@@ -113,7 +113,7 @@ def open_store_readonly(path):
 
     A source DB of an earlier schema is refused with the command that upgrades it.
     """
-    db.refuse_older_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source",
+    db.refuse_other_version_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source",
                              command=UPGRADE_COMMAND)
     return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source")
 
