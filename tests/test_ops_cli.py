@@ -185,6 +185,11 @@ class HelpTest(TempDirTestCase):
                 if (package, command) not in (("sink", "serve"), ("sink", "show")):
                     self.assertIn("exit status", result.stdout, (package, command))
         self.assertIn("exit status", run("sink", "--help").stdout)
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        for package, commands in COMMANDS.items():
+            for command in commands:
+                self.assertIn("python -m %s %s" % (package, command), readme)
         relay_help = outbox("relay", "--help").stdout
         for default in ("(default: 5)", "(default: 0.5)", "(default: 30.0)", "(default: 16)"):
             self.assertIn(default, relay_help)
