@@ -39,18 +39,25 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     """
     kwargs = {} if rand is None else {"rand": rand}
 
+    acked = []  # ids acknowledged in the current batch; dispatch marks each before its next send
+
     def send_unless_stopping(event):
         if stop():
             raise Stopping("relay stopping: %r not sent" % (event["id"],))
-        return send(event)
+        result = send(event)
+        if result is True:
+            acked.append(event["id"])
+        return result
 
     delivered = failures = 0
     started = last_report = time.monotonic()
     while not stop():
         _check_head(con, max_attempts)
+        del acked[:]
         try:
             marked = dispatch(con, send_unless_stopping, limit)
         except Stopping:
+            delivered += len(acked)  # the batch's items before the stop: acked, then marked
             break
         except (DeliveryError, NotAcknowledged):
             failures += 1

@@ -9,9 +9,9 @@ import time
 import unittest
 
 from outbox import db, dispatch, init_store, intake, mark_sent, pending
-from outbox import backoff, prometheus, retention, store
+from outbox import backoff, prometheus, relay, retention, store
 from outbox.cli_ops import render_status
-from outbox.errors import Conflict, OutboxError, WrongDatabase
+from outbox.errors import Conflict, NoAnswer, OutboxError, WrongDatabase
 from sink import inbox, metrics
 from tests.support import ROOT, TempDirTestCase
 
@@ -88,6 +88,21 @@ class UpgradeTest(TempDirTestCase):
         self.assertTrue(mark_sent(con, "a-1"))
         store.quarantine(con, "m-1", "test")
         self.assertEqual([e["id"] for e in pending(con)], ["b-1"])
+
+    def test_an_upgrade_that_fails_half_way_leaves_the_file_as_it_was(self):
+        path = self.path("v1.db")
+        build_v1(path, ["a-1"])
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("CREATE TABLE quarantine_overtaken (x)")  # the upgrade's fourth statement from the end will fail
+        con.close()
+        with self.assertRaises(sqlite3.OperationalError):
+            init_store(path)
+        con = sqlite3.connect(path)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 1)
+        columns = [row[1] for row in con.execute("PRAGMA table_info(outbox)")]
+        self.assertEqual(columns, ["seq", "event_id", "payload", "sent", "created_at", "sent_at"])
+        self.assertIsNone(con.execute("SELECT name FROM sqlite_master WHERE name = 'quarantines'").fetchone())
 
     def test_a_read_only_opener_refuses_a_v1_file_with_the_upgrade_command_and_changes_nothing(self):
         path = self.path("v1.db")
@@ -232,6 +247,56 @@ class QuarantineTest(TempDirTestCase):
             with self.assertRaises(ValueError) as caught:
                 retention.parse_duration(bad)
             self.assertIn("30s, 15m, 12h, 7d", str(caught.exception))
+
+
+class RelayLoopTest(TempDirTestCase):
+    """relay.run in process, with a plain send and no sleeping: rand() is 0, so every backoff wait is 0."""
+
+    def setUp(self):
+        super().setUp()
+        self.con = init_store(self.path("s.db"))
+        self.addCleanup(self.con.close)
+        for event_id in ("a", "b", "c"):
+            intake(self.con, ev(event_id))
+
+    def relay(self, send, stop=lambda: False, **options):
+        settings = dict(stop=stop, limit=16, max_attempts=3, base_delay=10.0, max_delay=10.0, once=True, poll=0.0,
+                        progress=lambda *args: None, rand=lambda: 0.0)
+        settings.update(options)
+        return relay.run(self.con, send, **settings)
+
+    def test_a_stuck_head_raises_the_alert_after_max_attempts_and_nothing_is_skipped(self):
+        sent = []
+
+        def send(event):
+            sent.append(event["id"])
+            raise NoAnswer("sink down")
+
+        with self.assertRaises(relay.HeadStuck) as caught:
+            self.relay(send)
+        self.assertEqual(sent, ["a", "a", "a"])
+        self.assertIn("'a'", str(caught.exception))
+        self.assertIn("NoAnswer: sink down", str(caught.exception))
+        self.assertEqual(store.figures(self.con)["pending"], 3)
+        with self.assertRaises(relay.HeadStuck):
+            self.relay(send)  # started again: the alert at once, no fourth attempt
+        self.assertEqual(sent, ["a", "a", "a"])
+
+    def test_the_stop_flag_lets_the_item_in_flight_be_marked_and_sends_no_other(self):
+        sent = []
+
+        def send(event):
+            sent.append(event["id"])
+            return True
+
+        self.assertEqual(self.relay(send, stop=lambda: bool(sent), once=False), 1)
+        self.assertEqual(sent, ["a"])
+        self.assertEqual([e["id"] for e in pending(self.con)], ["b", "c"])
+        self.assertIn("Stopping", store.head(self.con)["last_error"])
+
+    def test_once_delivers_everything_then_returns(self):
+        self.assertEqual(self.relay(lambda event: True, limit=2), 3)
+        self.assertEqual(store.figures(self.con)["pending"], 0)
 
 
 class BackoffTest(unittest.TestCase):
