@@ -118,3 +118,99 @@ def transaction(con):
         if con.in_transaction:
             con.execute("ROLLBACK")
         raise
+
+
+def upgrade_in_place(path, *, application_id, version, upgrades, kind):
+    """Bring an existing kit DB `kind` at `path` up to schema `version`, or refuse it.
+
+    `upgrades` maps each older version to the statements that take it one step
+    up. A missing or empty file, or a file already at `version`, is left to
+    open_db. An older version is upgraded in ONE transaction (every step, then
+    the new user_version), so it ends either fully upgraded or untouched. A
+    file stamped with a newer version, or with a version `upgrades` does not
+    know, raises WrongDatabase and is left byte-for-byte unchanged; so does a
+    file that is not ours (open_db's own check says so). `command` names the
+    way to upgrade by hand, for the messages of read-only openers.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return
+    found = _stamped_version(path, application_id=application_id)
+    if found is None or found == version:
+        return
+    if found > version:
+        raise _written_by_newer(path, kind, found, version)
+    if any(step not in upgrades for step in range(found, version)):
+        raise WrongDatabase("%r: no upgrade from %s DB schema %d; it was left unchanged" % (path, kind, found))
+    con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0)
+    try:
+        with transaction(con):
+            # Look again under the write lock: another process may have upgraded it meanwhile.
+            current = con.execute("PRAGMA user_version").fetchone()[0]
+            for step in range(current, version):
+                for statement in upgrades[step]:
+                    con.execute(statement)
+            con.execute("PRAGMA user_version = %d" % version)
+    finally:
+        con.close()
+
+
+def refuse_other_version_readonly(path, *, application_id, version, kind, command):
+    """Raise WrongDatabase if `path` is our DB at a schema other than `version`; only reads.
+
+    Read-only openers cannot upgrade a file: for an older one the message
+    names `command` (with %s for the path), for a newer one it says so.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return
+    found = _stamped_version(path, application_id=application_id)
+    if found is not None and found > version:
+        raise _written_by_newer(path, kind, found, version)
+    if found is not None and found < version:
+        raise WrongDatabase(
+            "%r is a %s DB of an earlier release (schema %d, this code reads %d); upgrade it in place "
+            "first with: %s (nothing was changed)" % (path, kind, found, version, command % path)
+        )
+
+
+def _written_by_newer(path, kind, found, version):
+    return WrongDatabase(
+        "%r is a %s DB written by a newer release (schema %d; this code knows up to %d); "
+        "it was left unchanged" % (path, kind, found, version)
+    )
+
+
+def _stamped_version(path, *, application_id):
+    """user_version of `path` if it carries `application_id`, else None. Only reads."""
+    uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
+    try:
+        con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0)
+    except sqlite3.Error:
+        return None  # open_db / open_readonly give the precise refusal
+    try:
+        if con.execute("PRAGMA application_id").fetchone()[0] != application_id:
+            return None
+        return con.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        con.close()
+
+
+@contextlib.contextmanager
+def bookkeeping(con):
+    """`transaction`, committed without an fsync of its own (``synchronous = NORMAL`` at most).
+
+    For records that help an operator but decide nothing, such as a delivery
+    attempt: losing the last few to a power cut is harmless, and an fsync per
+    attempt would double the cost of every delivery. The connection's own
+    setting is read first and restored afterwards, whatever it was.
+    """
+    previous = con.execute("PRAGMA synchronous").fetchone()[0]
+    con.execute("PRAGMA synchronous = %d" % min(previous, 1))  # 1 = NORMAL; never raise OFF to NORMAL
+    try:
+        with transaction(con):
+            yield con
+    finally:
+        con.execute("PRAGMA synchronous = %d" % previous)

@@ -1,21 +1,26 @@
-"""The source DB: orders and their outbox rows.
+"""The source DB: orders, their outbox rows, and the operator's records about them.
 
-The only module with the source DB's SQL. It writes in exactly two places,
-`intake` and `mark_sent`, each one visible transaction. It never sends
-anything and never deletes a row.
+The only module with the source DB's SQL. It writes in a few named places,
+each one visible transaction: `intake`, `mark_sent`, the attempt records,
+`quarantine`, `requeue` and `purge_sent_batch`. It never sends anything, and
+the only rows it ever deletes are sent outbox rows an operator purges.
 """
 import json
 import time
 
 from . import db
-from .errors import Conflict
+from .errors import Conflict, OutboxError
 from .event import canonical, validate_event
 
 APPLICATION_ID = 0x4F424F58  # "OBOX": tells a source DB from a sink DB or any other file
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_BATCH = 16
+MAX_ERROR_CHARS = 500
+UPGRADE_COMMAND = "python -m outbox upgrade --db %s"
 
-SCHEMA = (
+# The record of schema 1, as release 1 created it: the upgrade starts from it,
+# and the tests build old files with it.
+SCHEMA_V1 = (
     """CREATE TABLE orders (
         id TEXT PRIMARY KEY,
         sku TEXT NOT NULL,
@@ -37,7 +42,58 @@ SCHEMA = (
     "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0",
 )
 
-PENDING_SQL = "SELECT payload FROM outbox WHERE sent = 0 ORDER BY seq LIMIT ?"
+# Schema 1 -> 2, run by db.upgrade_in_place in ONE transaction. Nothing is
+# dropped but the index, which is rebuilt at once with the quarantine excluded.
+UPGRADE_1_TO_2 = (
+    # Attempt records (written by dispatch) and the quarantine state. `sent`
+    # keeps its meaning, 0 or 1: a quarantined row is not sent.
+    "ALTER TABLE outbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE outbox ADD COLUMN last_attempt_at REAL",
+    "ALTER TABLE outbox ADD COLUMN last_error TEXT",
+    "ALTER TABLE outbox ADD COLUMN quarantined_at REAL",
+    "ALTER TABLE outbox ADD COLUMN quarantine_reason TEXT",
+    # One row per quarantine, never deleted: why, when, where the item stood,
+    # and, once requeued, the seq it got at the tail (the reordering).
+    """CREATE TABLE quarantines (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        quarantined_at REAL NOT NULL,
+        attempts INTEGER NOT NULL,
+        last_error TEXT,
+        requeued_at REAL,
+        new_seq INTEGER,
+        corrected_payload TEXT
+    )""",
+    # The seqs marked sent while a quarantined item was out of line ahead of
+    # them: the reordering the quarantine caused. Never deleted.
+    """CREATE TABLE quarantine_overtaken (
+        quarantine_id INTEGER NOT NULL REFERENCES quarantines(id),
+        seq INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        PRIMARY KEY (quarantine_id, seq)
+    )""",
+    "DROP INDEX outbox_pending",
+    # Holds only the pending line (unsent, not quarantined), so `pending` costs
+    # the same with a million sent rows as with ten. Queries must repeat this
+    # WHERE literally (`sent = 0 AND quarantined_at IS NULL`) to use it.
+    "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL",
+    # The rows in line: every outbox row but the quarantined ones. SQLite
+    # flattens this view into the query, so PENDING_SQL's WHERE becomes the
+    # index's own (`quarantined_at IS NULL AND sent = 0`) and the index is used.
+    """CREATE VIEW outbox_in_line AS
+        SELECT seq, event_id, payload, sent, created_at, sent_at FROM outbox WHERE quarantined_at IS NULL""",
+)
+
+UPGRADES = {1: UPGRADE_1_TO_2}
+SCHEMA = SCHEMA_V1 + UPGRADE_1_TO_2
+
+# The pending line: ordered by seq and nothing else (seq is intake order, or
+# the tail for a requeued item). `sent = 0` literally, inside the view's
+# `quarantined_at IS NULL`: together they are the partial index's WHERE, so
+# SQLite reads only the index, never the sent rows (see tests/bench.py).
+PENDING_SQL = "SELECT payload FROM outbox_in_line WHERE sent = 0 ORDER BY seq LIMIT ?"
 
 
 def init_store(path):
@@ -48,11 +104,17 @@ def init_store(path):
     busy timeout. A file that is not a source DB of this kit (a sink DB
     included) raises WrongDatabase and is left unchanged.
     """
+    db.upgrade_in_place(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, upgrades=UPGRADES, kind="source")
     return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="source")
 
 
 def open_store_readonly(path):
-    """Open an existing source DB only to read it (see db.open_readonly); never creates a file."""
+    """Open an existing source DB only to read it (see db.open_readonly); never creates a file.
+
+    A source DB of an earlier schema is refused with the command that upgrades it.
+    """
+    db.refuse_other_version_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source",
+                             command=UPGRADE_COMMAND)
     return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source")
 
 
@@ -102,7 +164,9 @@ def mark_sent(con, event_id):
     """Mark exactly that outbox row sent, in its own committed transaction.
 
     Returns True if this call changed the row, False if it was already sent.
-    An unknown id raises KeyError. Call it only after a verified ACK.
+    An unknown id raises KeyError. Call it only after a verified ACK. In the
+    same transaction, the row is recorded as having overtaken every open
+    quarantine with a lower seq (the reordering a quarantine causes).
     """
     with db.transaction(con):
         cur = con.execute(
@@ -110,14 +174,212 @@ def mark_sent(con, event_id):
             (time.time(), event_id),
         )
         if cur.rowcount == 1:
+            # Cheap: open quarantines are few, and each is looked up by its own row.
+            con.execute(
+                "INSERT INTO quarantine_overtaken (quarantine_id, seq, event_id) "
+                "SELECT q.id, o.seq, o.event_id FROM quarantines AS q JOIN outbox AS o ON o.event_id = ? "
+                "WHERE q.requeued_at IS NULL AND q.seq < o.seq",
+                (event_id,),
+            )
             return True
         if con.execute("SELECT 1 FROM outbox WHERE event_id = ?", (event_id,)).fetchone() is None:
             raise KeyError("no outbox row for event id %r" % (event_id,))
         return False
 
 
-def status(con):
-    """(pending count, sent count, oldest pending as (event_id, created_at) or None). Read-only."""
-    counts = dict(con.execute("SELECT sent, count(*) FROM outbox GROUP BY sent").fetchall())
-    oldest = con.execute("SELECT event_id, created_at FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 1").fetchone()
-    return counts.get(0, 0), counts.get(1, 0), oldest
+def record_attempt(con, event_id):
+    """Count one delivery attempt of `event_id` (attempts + 1, last_attempt_at), committed at once.
+
+    A bookkeeping transaction (db.bookkeeping): it decides nothing, so it is
+    committed without an fsync of its own. Called before `send`, never during.
+    """
+    with db.bookkeeping(con):
+        con.execute(
+            "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE event_id = ?",
+            (time.time(), event_id),
+        )
+
+
+def record_failure(con, event_id, error):
+    """Keep why the last attempt of `event_id` failed: one line of at most MAX_ERROR_CHARS characters."""
+    text = " ".join(("%s: %s" % (type(error).__name__, error)).split())
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    with db.bookkeeping(con):
+        con.execute("UPDATE outbox SET last_error = ? WHERE event_id = ?", (text, event_id))
+
+
+def quarantine(con, event_id, reason):
+    """Take a pending item out of the pending line, in one transaction; return its quarantine record id.
+
+    The row keeps its seq, payload and attempts and stays unsent. A quarantine
+    record keeps the reason, the time, the seq, the attempts and the last error.
+    `reason` is one line of 1 to MAX_ERROR_CHARS characters, else ValueError. A
+    sent, unknown or already quarantined id raises OutboxError; nothing changes.
+    """
+    reason = _one_line("reason", reason)
+    with db.transaction(con):
+        row = _row_to_change(con, event_id, "quarantine")
+        if row["quarantined_at"] is not None:
+            raise OutboxError("%r is already quarantined (since %s): %s" % (event_id, _utc(row["quarantined_at"]),
+                                                                             row["quarantine_reason"]))
+        now = time.time()
+        con.execute("UPDATE outbox SET quarantined_at = ?, quarantine_reason = ? WHERE event_id = ?",
+                    (now, reason, event_id))
+        cur = con.execute(
+            "INSERT INTO quarantines (event_id, seq, reason, quarantined_at, attempts, last_error) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (event_id, row["seq"], reason, now, row["attempts"], row["last_error"]),
+        )
+        return cur.lastrowid
+
+
+def requeue(con, event_id, event=None):
+    """Put a quarantined item back in the pending line, at the tail, in one transaction; return its new seq.
+
+    The new seq is greater than any seq ever used (taken from sqlite_sequence,
+    which is bumped with it), because `pending` is ordered by seq only; the old
+    and new seq go into the quarantine record. Its attempts and last error start
+    again from nothing (the record keeps the old ones). With `event`, the item is
+    corrected first: it must be valid (else InvalidEvent) and carry the same id,
+    and the order row and the payload are corrected in the same transaction. A
+    sent, unknown or not quarantined id raises OutboxError; nothing changes.
+    """
+    payload = None
+    if event is not None:
+        event = validate_event(event)
+        if event["id"] != event_id:
+            raise OutboxError("the corrected event must keep the id %r, got %r" % (event_id, event["id"]))
+        payload = canonical(event)
+    with db.transaction(con):
+        row = _row_to_change(con, event_id, "requeue")
+        if row["quarantined_at"] is None:
+            raise OutboxError("%r is pending and not quarantined; requeue takes back only a quarantined item"
+                              % (event_id,))
+        last = con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()[0]
+        new_seq = last + 1
+        con.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'outbox'", (new_seq,))
+        con.execute(
+            "UPDATE outbox SET seq = ?, quarantined_at = NULL, quarantine_reason = NULL, attempts = 0, "
+            "last_attempt_at = NULL, last_error = NULL WHERE event_id = ?",
+            (new_seq, event_id),
+        )
+        if payload is not None:
+            con.execute("UPDATE outbox SET payload = ? WHERE event_id = ?", (payload, event_id))
+            con.execute("UPDATE orders SET sku = ?, qty = ? WHERE id = ?", (event["sku"], event["qty"], event_id))
+        con.execute(
+            "UPDATE quarantines SET requeued_at = ?, new_seq = ?, corrected_payload = ? "
+            "WHERE event_id = ? AND requeued_at IS NULL",
+            (time.time(), new_seq, payload, event_id),
+        )
+        return new_seq
+
+
+def purge_sent_batch(con, sent_before, batch):
+    """Delete at most `batch` outbox rows sent before the time `sent_before`, in one short transaction.
+
+    Only rows with ``sent = 1`` and a `sent_at` at or before `sent_before`,
+    never a pending or quarantined row, never an order row. Returns how many it deleted.
+    """
+    with db.transaction(con):
+        cur = con.execute(
+            "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE sent = 1 AND quarantined_at IS NULL "
+            "AND sent_at <= ? ORDER BY seq LIMIT ?)",
+            (sent_before, batch),
+        )
+        return cur.rowcount
+
+
+def figures(con):
+    """What an operator watches, as a dict (see the README, "Operating it"). Read-only.
+
+    pending, sent, quarantined (counts); oldest_pending_age_s (seconds since
+    the intake of the oldest pending item, or None); head (None, or the first
+    pending item: id, seq, attempts, last_error); max_attempts_pending (0 when
+    nothing is pending).
+    """
+    count, oldest, most = con.execute(
+        "SELECT count(*), min(created_at), coalesce(max(attempts), 0) FROM outbox "
+        "WHERE sent = 0 AND quarantined_at IS NULL"
+    ).fetchone()
+    sent = con.execute("SELECT count(*) FROM outbox WHERE sent = 1").fetchone()[0]
+    quarantined = con.execute(
+        "SELECT count(*) FROM outbox WHERE sent = 0 AND quarantined_at IS NOT NULL").fetchone()[0]
+    return {
+        "pending": count,
+        "sent": sent,
+        "quarantined": quarantined,
+        "oldest_pending_age_s": None if oldest is None else round(max(0.0, time.time() - oldest), 3),
+        "head": head(con),
+        "max_attempts_pending": most,
+    }
+
+
+def head(con):
+    """The first item of the pending line as {id, seq, attempts, last_error}, or None. Read-only."""
+    row = con.execute(
+        "SELECT event_id, seq, attempts, last_error FROM outbox WHERE sent = 0 AND quarantined_at IS NULL "
+        "ORDER BY seq LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    return {"id": row[0], "seq": row[1], "attempts": row[2], "last_error": row[3]}
+
+
+def observe(con, event_id):
+    """The source's two observations of `event_id`: (order row dict or None, outbox row dict or None).
+
+    The outbox dict has seq, payload, state ("pending", "sent" or
+    "quarantined"), attempts, last_attempt_at, last_error, quarantine (the
+    latest quarantine record or None, with the seqs that overtook it). Read-only.
+    """
+    order = con.execute("SELECT id, sku, qty, created_at FROM orders WHERE id = ?", (event_id,)).fetchone()
+    if order is not None:
+        order = dict(zip(("id", "sku", "qty", "created_at"), order))
+    row = _outbox_row(con, event_id)
+    if row is not None:
+        row["state"] = "sent" if row["sent"] else "pending" if row["quarantined_at"] is None else "quarantined"
+        record = con.execute(
+            "SELECT id, seq, reason, quarantined_at, attempts, last_error, requeued_at, new_seq FROM quarantines "
+            "WHERE event_id = ? ORDER BY id DESC LIMIT 1",
+            (event_id,),
+        ).fetchone()
+        row["quarantine"] = None
+        if record is not None:
+            keys = ("id", "seq", "reason", "quarantined_at", "attempts", "last_error", "requeued_at", "new_seq")
+            row["quarantine"] = dict(zip(keys, record))
+            row["quarantine"]["overtaken_by"] = [seq for (seq,) in con.execute(
+                "SELECT seq FROM quarantine_overtaken WHERE quarantine_id = ? ORDER BY seq", (record[0],))]
+    return order, row
+
+
+_ROW_KEYS = ("seq", "event_id", "payload", "sent", "attempts", "last_attempt_at", "last_error",
+             "quarantined_at", "quarantine_reason")
+
+
+def _outbox_row(con, event_id):
+    row = con.execute(
+        "SELECT seq, event_id, payload, sent, attempts, last_attempt_at, last_error, quarantined_at, "
+        "quarantine_reason FROM outbox WHERE event_id = ?",
+        (event_id,),
+    ).fetchone()
+    return None if row is None else dict(zip(_ROW_KEYS, row))
+
+
+def _row_to_change(con, event_id, verb):
+    row = _outbox_row(con, event_id)
+    if row is None:
+        raise OutboxError("cannot %s %r: no outbox row with that id" % (verb, event_id))
+    if row["sent"]:
+        raise OutboxError("cannot %s %r: it is sent (a verified ACK was recorded)" % (verb, event_id))
+    return row
+
+
+def _one_line(field, text):
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_ERROR_CHARS or "\n" in text or "\r" in text:
+        raise ValueError("%s must be one line of 1 to %d characters, got %r" % (field, MAX_ERROR_CHARS, text))
+    return text.strip()
+
+
+def _utc(timestamp):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))

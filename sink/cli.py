@@ -1,4 +1,4 @@
-"""Command line of the sink: `python -m sink serve` and `python -m sink show`.
+"""Command line of the sink: `python -m sink serve`, `show` and `status`.
 
 The only module of the sink that prints, handles signals or chooses an exit
 status. It turns the library's errors into one line on stderr and never
@@ -10,7 +10,9 @@ fired, on purpose.
 """
 
 import argparse
+import contextlib
 import ipaddress
+import json
 import re
 import signal
 import sqlite3
@@ -19,7 +21,7 @@ import time
 
 from outbox.errors import OutboxError
 
-from . import faults, inbox, server
+from . import faults, inbox, metrics, server
 
 PROG = "sink"
 EXIT_OK = 0
@@ -114,6 +116,18 @@ def _build_parser():
     )
     show.add_argument("--db", required=True, metavar="PATH", help="an existing sink DB file")
     show.set_defaults(run=_show)
+
+    status = commands.add_parser(
+        "status",
+        help="print what to watch: applied, duplicates, conflicts, last delivery, inventory",
+        description="Print the sink's figures from an existing sink DB (read-only). Never creates or changes it.",
+        epilog="exit status: 0 done; 1 the DB is unusable; 2 bad arguments.",
+    )
+    status.add_argument("--db", required=True, metavar="PATH", help="an existing sink DB file")
+    formats = status.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print one JSON object")
+    formats.add_argument("--prometheus", action="store_true", help="print the Prometheus text format")
+    status.set_defaults(run=_status)
     return parser
 
 
@@ -156,6 +170,21 @@ def _show(args):
     print("deliveries (%d)" % len(log))
     rows = [(seq, _utc(at), outcome, event_id, digest[:12]) for seq, event_id, outcome, digest, at in log]
     print(_table(("seq", "received (UTC)", "outcome", "event_id", "digest"), rows))
+    return EXIT_OK
+
+
+def _status(args):
+    with contextlib.closing(inbox.open_readonly(args.db)) as con:
+        figures = inbox.status(con)
+    if args.json:
+        print(json.dumps({k: v for k, v in figures.items() if k != "last_delivery_unix"}, sort_keys=True))
+    elif args.prometheus:
+        sys.stdout.write(metrics.render(figures))
+    else:
+        print("applied %d, duplicates %d, conflicts %d, last delivery %s" % (
+            figures["applied"], figures["duplicates"], figures["conflicts"], figures["last_delivery_at"] or "never"))
+        for sku, qty in sorted(figures["inventory"].items()):
+            print("  %s  %d" % (sku, qty))
     return EXIT_OK
 
 

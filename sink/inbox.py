@@ -108,3 +108,23 @@ def inventory(con):
 def deliveries(con):
     """All (seq, event_id, outcome, digest, received_at) rows, in arrival order. Read-only."""
     return con.execute("SELECT seq, event_id, outcome, digest, received_at FROM deliveries ORDER BY seq").fetchall()
+
+
+def status(con):
+    """What an operator watches at the sink, as a dict. Read-only.
+
+    applied, duplicates, conflicts: counts from the deliveries log;
+    last_delivery_at: the latest delivery's time as UTC ISO 8601, or None
+    (last_delivery_unix: the same as seconds since the epoch); inventory:
+    {sku: qty}.
+    """
+    counts = dict(con.execute("SELECT outcome, count(*) FROM deliveries GROUP BY outcome").fetchall())
+    last = con.execute("SELECT max(received_at) FROM deliveries").fetchone()[0]
+    return {
+        "applied": counts.get(APPLIED, 0),
+        "duplicates": counts.get(DUPLICATE, 0),
+        "conflicts": counts.get(CONFLICT, 0),
+        "last_delivery_at": None if last is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last)),
+        "last_delivery_unix": last,
+        "inventory": {sku: qty for sku, qty in inventory(con)},
+    }

@@ -1,0 +1,199 @@
+"""Issue 7 through real `python -m outbox|sink` subprocesses on real files: status, purge, quarantine, requeue, upgrade."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import unittest
+
+from outbox import init_store, intake
+from sink import inbox
+from tests.support import LoopbackServer, ROOT, TempDirTestCase, python_env, reply
+from tests.test_ops_store import build_v1, file_bytes, parse_prometheus
+
+COMMANDS = {"outbox": ("intake", "pending", "dispatch", "status", "evidence", "quarantine", "requeue", "relay",
+                       "purge", "upgrade"),
+            "sink": ("serve", "show", "status")}
+
+
+def run(package, *args):
+    return subprocess.run([sys.executable, "-m", package] + list(args), cwd=ROOT, env=python_env(), timeout=60,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+
+
+def outbox(*args):
+    return run("outbox", *args)
+
+
+def status_json(db):
+    result = outbox("status", "--db", db, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def ack_all_but(refused):
+    def handle(handler, body):
+        event = json.loads(body.decode())
+        if event["id"] == refused:
+            reply(handler, 500, '{"ack": false}')
+        else:
+            reply(handler, 200, json.dumps({"ack": True, "id": event["id"], "result": "applied"}))
+    return handle
+
+
+class StatusFiguresTest(TempDirTestCase):
+    def test_the_figures_after_a_known_history(self):
+        db = self.path("source.db")
+        for event_id in ("a-1", "b-2", "c-3"):
+            self.assertEqual(outbox("intake", "--db", db, "--id", event_id, "--sku", "snack", "--qty", "1").returncode, 0)
+        empty = status_json(db)
+        self.assertEqual(empty["head"], {"id": "a-1", "seq": 1, "attempts": 0, "last_error": None})
+        with LoopbackServer(ack_all_but("b-2")) as sink:
+            for _ in range(2):
+                self.assertEqual(outbox("dispatch", "--db", db, "--url", sink.url()).returncode, 1)
+            figures = status_json(db)
+            self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (2, 1, 0))
+            self.assertEqual(figures["max_attempts_pending"], 2)
+            self.assertEqual(figures["head"]["id"], "b-2")
+            self.assertEqual(figures["head"]["seq"], 2)
+            self.assertEqual(figures["head"]["attempts"], 2)
+            self.assertIn("status 500", figures["head"]["last_error"])
+            self.assertGreaterEqual(figures["oldest_pending_age_s"], 0)
+            samples = parse_prometheus(outbox("status", "--db", db, "--prometheus").stdout)
+            self.assertEqual(samples[("outbox_pending", ())], 2)
+            self.assertEqual(samples[("outbox_head_attempts", ())], 2)
+
+            result = outbox("quarantine", "b-2", "--db", db, "--reason", "sink answers 500 for it")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(outbox("dispatch", "--db", db, "--url", sink.url()).returncode, 0)
+        figures = status_json(db)
+        self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (0, 2, 1))
+        self.assertIsNone(figures["head"])
+        self.assertIsNone(figures["oldest_pending_age_s"])
+        self.assertEqual(figures["max_attempts_pending"], 0)
+        samples = parse_prometheus(outbox("status", "--db", db, "--prometheus").stdout)
+        self.assertEqual(samples[("outbox_quarantined", ())], 1)
+        self.assertEqual(samples[("outbox_oldest_pending_age_seconds", ())], 0)
+        ladder = json.loads(outbox("evidence", "b-2", "--db", db, "--json").stdout)
+        self.assertEqual(ladder["outbox"]["state"], "quarantined")
+        self.assertEqual(ladder["outbox"]["quarantine"]["overtaken_by"], [3])
+        self.assertEqual(ladder["outbox"]["quarantine"]["attempts"], 2)
+
+    def test_sink_status(self):
+        db = self.path("sink.db")
+        con = inbox.init_sink(db)
+        for qty in (7, 7):
+            inbox.receive(con, {"id": "snack-7", "sku": "snack", "qty": qty})
+        con.close()
+        result = run("sink", "status", "--db", db, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        figures = json.loads(result.stdout)
+        self.assertEqual((figures["applied"], figures["duplicates"], figures["conflicts"]), (1, 1, 0))
+        self.assertEqual(figures["inventory"], {"snack": 7})
+        self.assertRegex(figures["last_delivery_at"], r"Z\Z")
+        samples = parse_prometheus(run("sink", "status", "--db", db, "--prometheus").stdout)
+        self.assertEqual(samples[("sink_deliveries_total", (("outcome", "duplicate"),))], 1)
+        missing = run("sink", "status", "--db", self.path("nope.db"))
+        self.assertEqual(missing.returncode, 1)
+        self.assertFalse(os.path.exists(self.path("nope.db")))
+
+
+class RetentionAndStateTest(TempDirTestCase):
+    def test_purge_never_removes_a_pending_or_quarantined_row(self):
+        db = self.path("source.db")
+        con = init_store(db)
+        for event_id in ("a", "b", "c", "d"):
+            intake(con, {"id": event_id, "sku": "s", "qty": 1})
+        con.close()
+        with LoopbackServer(ack_all_but("c")) as sink:
+            outbox("dispatch", "--db", db, "--url", sink.url())
+        self.assertEqual(outbox("quarantine", "c", "--db", db, "--reason", "held").returncode, 0)
+        kept = outbox("purge", "--db", db, "--sent-before", "1d")
+        self.assertEqual((kept.returncode, kept.stdout.strip()), (0, "purged 0 sent row(s)"))
+        result = outbox("purge", "--db", db, "--sent-before", "0s")
+        self.assertEqual((result.returncode, result.stdout.strip()), (0, "purged 2 sent row(s)"), result.stderr)
+        figures = status_json(db)
+        self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (1, 0, 1))
+        con = sqlite3.connect(db)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("SELECT event_id FROM outbox ORDER BY seq").fetchall(), [("c",), ("d",)])
+        self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 4)
+        ladder = json.loads(outbox("evidence", "a", "--db", db, "--json").stdout)
+        self.assertIsNone(ladder["outbox"])
+        self.assertIn("purged", ladder["reading"])
+
+    def test_refusals_are_one_line_and_change_nothing(self):
+        db = self.path("source.db")
+        con = init_store(db)
+        intake(con, {"id": "a", "sku": "s", "qty": 1})
+        intake(con, {"id": "sent-1", "sku": "s", "qty": 1})
+        con.execute("UPDATE outbox SET sent = 1, sent_at = 1.0 WHERE event_id = 'sent-1'")
+        con.close()
+        before = file_bytes(db)
+        cases = (
+            (["quarantine", "sent-1", "--db", db, "--reason", "x"], 1, "it is sent"),
+            (["quarantine", "ghost", "--db", db, "--reason", "x"], 1, "no outbox row"),
+            (["quarantine", "a", "--db", db], 2, "--reason"),
+            (["requeue", "sent-1", "--db", db], 1, "it is sent"),
+            (["requeue", "ghost", "--db", db], 1, "no outbox row"),
+            (["requeue", "a", "--db", db], 1, "not quarantined"),
+            (["requeue", "a", "--db", db, "--event", '{"id": "b", "sku": "s", "qty": 1}'], 1, "keep the id"),
+            (["requeue", "a", "--db", db, "--event", '{"id": "a", "sku": "s", "qty": 0}'], 1, "qty must be"),
+            (["requeue", "a", "--db", db, "--event", "[1"], 1, "--event must be"),
+            (["purge", "--db", db, "--sent-before", "7w"], 2, "30s, 15m, 12h, 7d"),
+            (["purge", "--db", self.path("missing.db"), "--sent-before", "0s"], 1, "no source DB"),
+            (["evidence", "ghost", "--db", db], 1, "no order row"),
+            (["evidence", "a", "--db", db, "--sink", self.path("missing.db")], 1, "no sink DB"),
+            (["relay", "--db", db, "--url", "http://example.com/events", "--once"], 1, "loopback"),
+            (["relay", "--db", db, "--url", "http://127.0.0.1:1/events", "--max-attempts", "0"], 2, "--max-attempts"),
+            (["status", "--db", db, "--json", "--prometheus"], 2, "not allowed"),
+        )
+        for args, status, words in cases:
+            result = outbox(*args)
+            self.assertEqual(result.returncode, status, (args, result.stderr))
+            self.assertIn(words, result.stderr, args)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            self.assertNotIn("Traceback", result.stderr)
+        self.assertEqual(file_bytes(db), before)
+        self.assertFalse(os.path.exists(self.path("missing.db")))
+
+    def test_a_v1_file_read_only_commands_refuse_and_upgrade_upgrades(self):
+        db = self.path("v1.db")
+        build_v1(db, ["z-1", "a-1"], sent=["z-1"])
+        before = file_bytes(db)
+        for args in (["status", "--db", db], ["pending", "--db", db], ["evidence", "a-1", "--db", db]):
+            result = outbox(*args)
+            self.assertEqual(result.returncode, 1, args)
+            self.assertIn("python -m outbox upgrade --db %s" % db, result.stderr)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        self.assertEqual(file_bytes(db), before)
+        result = outbox("upgrade", "--db", db)
+        self.assertEqual((result.returncode, result.stdout.strip()), (0, "source DB %s is at schema 2" % db))
+        figures = status_json(db)
+        self.assertEqual((figures["pending"], figures["sent"]), (1, 1))
+        self.assertEqual(figures["head"]["id"], "a-1")
+
+
+class HelpTest(TempDirTestCase):
+    def test_every_command_has_help_with_its_exit_statuses(self):
+        for package, commands in COMMANDS.items():
+            for command in commands:
+                result = run(package, command, "--help")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn("--db", result.stdout)
+                # sink serve and show predate this issue: their exit statuses are in `python -m sink --help`.
+                if (package, command) not in (("sink", "serve"), ("sink", "show")):
+                    self.assertIn("exit status", result.stdout, (package, command))
+        self.assertIn("exit status", run("sink", "--help").stdout)
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        for package, commands in COMMANDS.items():
+            for command in commands:
+                self.assertIn("python -m %s %s" % (package, command), readme)
+        relay_help = outbox("relay", "--help").stdout
+        for default in ("(default: 5)", "(default: 0.5)", "(default: 30.0)", "(default: 16)"):
+            self.assertIn(default, relay_help)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,138 @@
+"""Issue 7: the relay through real subprocesses against a real sink server: the poison head story, SIGTERM."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import unittest
+
+from outbox import init_store, intake
+from sink import inbox
+from sink.server import make_server
+from tests.support import ROOT, TempDirTestCase, python_env, wait_until
+
+FAST = ["--base-delay", "0.01", "--max-delay", "0.05", "--timeout", "5"]
+
+
+def outbox(*args):
+    return subprocess.run([sys.executable, "-m", "outbox"] + list(args), cwd=ROOT, env=python_env(), timeout=60,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+
+
+def read_rows(path, sql):
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+class RelayTestCase(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.source, self.sink_db = self.path("source.db"), self.path("sink.db")
+
+    def start_sink(self):
+        server = make_server(self.sink_db, "127.0.0.1", 0)
+        server.start()
+        self.addCleanup(server.stop)
+        return server.url() + "/events"
+
+
+class PoisonHeadTest(RelayTestCase):
+    def test_alert_quarantine_others_flow_requeue_corrected_delivered_nothing_lost(self):
+        # The story: crate-9 was applied at the sink as qty 5; the source row was later edited to qty 7
+        # by hand. The sink's row is what was applied (and shipped), so it is the truth; the fix makes the
+        # source say the same, and the redelivery is then a harmless duplicate.
+        con = inbox.init_sink(self.sink_db)
+        inbox.receive(con, {"id": "crate-9", "sku": "crate", "qty": 5})
+        con.close()
+        con = init_store(self.source)
+        intake(con, {"id": "crate-9", "sku": "crate", "qty": 7})
+        for i in range(3):
+            intake(con, {"id": "box-%d" % i, "sku": "box", "qty": 2})
+        con.close()
+        url = self.start_sink()
+
+        stuck = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
+        self.assertEqual(stuck.returncode, 3, stuck.stderr)
+        alert = [line for line in stuck.stderr.splitlines() if "ALERT" in line]
+        self.assertEqual(len(alert), 1, stuck.stderr)
+        self.assertIn("crate-9", alert[0])
+        self.assertIn("409", alert[0])
+        figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)
+        self.assertEqual((figures["pending"], figures["sent"]), (4, 0))  # nothing skipped
+        self.assertEqual(figures["head"]["attempts"], 3)
+        again = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
+        self.assertEqual(again.returncode, 3)  # no endless retry: still stuck, not one more attempt
+        self.assertEqual(json.loads(outbox("status", "--db", self.source, "--json").stdout)["head"]["attempts"], 3)
+        ladder = json.loads(outbox("evidence", "crate-9", "--db", self.source, "--sink", self.sink_db, "--json").stdout)
+        self.assertIs(ladder["sink"]["payload_matches"], False)
+        self.assertEqual(ladder["sink"]["deliveries"]["outcomes"], {"applied": 1, "conflict": 3})
+
+        held = outbox("quarantine", "crate-9", "--db", self.source, "--reason", "sink applied qty 5; source says 7")
+        self.assertEqual(held.returncode, 0, held.stderr)
+        flowed = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
+        self.assertEqual(flowed.returncode, 0, flowed.stderr)
+        figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)
+        self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (0, 3, 1))
+        ladder = json.loads(outbox("evidence", "crate-9", "--db", self.source, "--json").stdout)
+        self.assertEqual(ladder["outbox"]["quarantine"]["seq"], 1)
+        self.assertEqual(ladder["outbox"]["quarantine"]["overtaken_by"], [2, 3, 4])  # the reordering, recorded
+
+        corrected = json.dumps({"id": "crate-9", "sku": "crate", "qty": 5})
+        back = outbox("requeue", "crate-9", "--db", self.source, "--event", corrected)
+        self.assertEqual(back.returncode, 0, back.stderr)
+        self.assertIn("as seq 5", back.stdout)
+        done = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+        figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)
+        self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (0, 4, 0))
+        sent = dict(read_rows(self.source, "SELECT event_id, payload FROM outbox WHERE sent = 1"))
+        applied = dict(read_rows(self.sink_db, "SELECT event_id, payload FROM inbox"))
+        self.assertEqual(sent, applied)  # every item at the sink once, with the payload the source now holds
+        self.assertEqual(read_rows(self.source, "SELECT qty FROM orders WHERE id = 'crate-9'"), [(5,)])
+        self.assertEqual(dict(read_rows(self.sink_db, "SELECT sku, qty FROM inventory")), {"crate": 5, "box": 6})
+        outcomes = [o for (o,) in read_rows(self.sink_db, "SELECT outcome FROM deliveries WHERE event_id = 'crate-9' "
+                                                          "ORDER BY rowid")]
+        self.assertEqual(outcomes, ["applied", "conflict", "conflict", "conflict", "duplicate"])
+        ladder = json.loads(outbox("evidence", "crate-9", "--db", self.source, "--sink", self.sink_db, "--json").stdout)
+        self.assertEqual(ladder["outbox"]["quarantine"]["new_seq"], 5)
+        self.assertIn("delivered and applied once", ladder["reading"])
+
+
+class StopTest(RelayTestCase):
+    def test_sigterm_mid_run_leaves_at_most_the_item_in_flight_applied_and_unmarked(self):
+        total = 400
+        con = init_store(self.source)
+        con.execute("PRAGMA synchronous = OFF")  # this test's intake only: no fsync per row
+        for i in range(total):
+            intake(con, {"id": "item-%04d" % i, "sku": "s", "qty": 1})
+        con.close()
+        url = self.start_sink()
+        proc = subprocess.Popen([sys.executable, "-m", "outbox", "relay", "--db", self.source, "--url", url] + FAST,
+                                cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True)
+        try:
+            wait_until(lambda: read_rows(self.sink_db, "SELECT count(*) FROM inbox")[0][0] >= 10,
+                       what="the relay delivering its first items")
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertNotIn("Traceback", err)
+        self.assertIn("stopped by signal", out)
+        sent = {i for (i,) in read_rows(self.source, "SELECT event_id FROM outbox WHERE sent = 1")}
+        applied = {i for (i,) in read_rows(self.sink_db, "SELECT event_id FROM inbox")}
+        self.assertLess(len(sent), total, "the relay finished before SIGTERM: this run proves nothing")
+        self.assertLessEqual(sent, applied)
+        self.assertLessEqual(len(applied - sent), 1, sorted(applied - sent))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,390 @@
+"""Issue 7, in process: schema upgrade, attempt records, quarantine and requeue, purge, backoff, metrics text."""
+import ast
+import glob
+import os
+import random
+import re
+import sqlite3
+import time
+import unittest
+
+from outbox import db, dispatch, init_store, intake, mark_sent, pending
+from outbox import backoff, prometheus, relay, retention, store
+from outbox.cli_ops import render_status
+from outbox.errors import Conflict, NoAnswer, OutboxError, WrongDatabase
+from sink import inbox, metrics
+from tests.support import ROOT, TempDirTestCase
+
+
+def ev(event_id, qty=1, sku="snack"):
+    return {"id": event_id, "sku": sku, "qty": qty}
+
+
+def build_v1(path, ids, sent=()):
+    """A source DB exactly as release 1 wrote it: SCHEMA_V1, stamped 1, rows through release 1's SQL."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("BEGIN IMMEDIATE")
+        for statement in store.SCHEMA_V1:
+            con.execute(statement)
+        con.execute("PRAGMA application_id = %d" % store.APPLICATION_ID)
+        con.execute("PRAGMA user_version = 1")
+        for event_id in ids:
+            con.execute("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, 'snack', 1, 1.0)", (event_id,))
+            con.execute("INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, 1.0)",
+                        (event_id, '{"id":"%s","qty":1,"sku":"snack"}' % event_id))
+        for event_id in sent:
+            con.execute("UPDATE outbox SET sent = 1, sent_at = 2.0 WHERE event_id = ?", (event_id,))
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def parse_prometheus(text):
+    """A small strict parser of the text format: {(name, labels tuple): value}; AssertionError on any breach."""
+    name_re = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+    sample_re = re.compile(r"(%s)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*=\"(?:[^\"\\\n]|\\[\\\"n])*\",?)*\})? (\S+)\Z" % name_re)
+    assert text.endswith("\n"), "text must end with a newline"
+    helps, types, samples = set(), {}, {}
+    for line in text[:-1].split("\n"):
+        if line.startswith("# HELP "):
+            name = line.split(" ")[2]
+            assert re.fullmatch(name_re, name) and name not in helps, line
+            helps.add(name)
+        elif line.startswith("# TYPE "):
+            parts = line.split(" ")
+            assert len(parts) == 4 and parts[3] in ("gauge", "counter") and parts[2] not in types, line
+            types[parts[2]] = parts[3]
+        else:
+            match = sample_re.match(line)
+            assert match, "not a sample line: %r" % line
+            name = match.group(1)
+            assert name in types and name in helps, "sample before its HELP and TYPE: %r" % line
+            labels = tuple(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+            value = float(match.group(3))
+            assert (name, labels) not in samples, "repeated sample %r" % line
+            samples[(name, labels)] = value
+    return samples
+
+
+class UpgradeTest(TempDirTestCase):
+    def test_a_v1_file_is_upgraded_in_place_and_keeps_every_row(self):
+        path = self.path("v1.db")
+        build_v1(path, ["z-1", "a-1", "m-1"], sent=["z-1"])
+        con = init_store(path)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 2)
+        self.assertEqual(con.execute("SELECT seq, event_id, sent FROM outbox ORDER BY seq").fetchall(),
+                         [(1, "z-1", 1), (2, "a-1", 0), (3, "m-1", 0)])
+        self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 3)
+        self.assertEqual([e["id"] for e in pending(con)], ["a-1", "m-1"])
+        self.assertEqual(intake(con, ev("b-1")), 4)  # the seq counter survived
+        self.assertTrue(mark_sent(con, "a-1"))
+        store.quarantine(con, "m-1", "test")
+        self.assertEqual([e["id"] for e in pending(con)], ["b-1"])
+
+    def test_an_upgrade_that_fails_half_way_leaves_the_file_as_it_was(self):
+        path = self.path("v1.db")
+        build_v1(path, ["a-1"])
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("CREATE TABLE quarantine_overtaken (x)")  # the upgrade's fourth statement from the end will fail
+        con.close()
+        with self.assertRaises(sqlite3.OperationalError):
+            init_store(path)
+        con = sqlite3.connect(path)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 1)
+        columns = [row[1] for row in con.execute("PRAGMA table_info(outbox)")]
+        self.assertEqual(columns, ["seq", "event_id", "payload", "sent", "created_at", "sent_at"])
+        self.assertIsNone(con.execute("SELECT name FROM sqlite_master WHERE name = 'quarantines'").fetchone())
+
+    def test_a_read_only_opener_refuses_a_v1_file_with_the_upgrade_command_and_changes_nothing(self):
+        path = self.path("v1.db")
+        build_v1(path, ["a-1"])
+        before = file_bytes(path)
+        with self.assertRaises(WrongDatabase) as caught:
+            store.open_store_readonly(path)
+        self.assertIn("python -m outbox upgrade --db %s" % path, str(caught.exception))
+        self.assertEqual(file_bytes(path), before)
+
+    def test_a_newer_file_is_refused_byte_for_byte_unchanged(self):
+        path = self.path("v3.db")
+        init_store(path).close()
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("PRAGMA user_version = 3")
+        con.close()
+        before = file_bytes(path)
+        for opener in (init_store, store.open_store_readonly):
+            with self.assertRaises(WrongDatabase) as caught:
+                opener(path)
+            self.assertIn("newer release", str(caught.exception))
+        self.assertEqual(file_bytes(path), before)
+
+    def test_the_pending_query_reads_the_partial_index(self):
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        plan = " ".join(row[3] for row in con.execute("EXPLAIN QUERY PLAN " + store.PENDING_SQL, (16,)))
+        self.assertIn("USING INDEX outbox_pending", plan)
+        self.assertNotIn("TEMP B-TREE", plan)
+
+
+class AttemptRecordTest(TempDirTestCase):
+    def test_the_attempt_is_committed_before_send_and_holds_no_lock_across_it(self):
+        path = self.path("s.db")
+        con = init_store(path)
+        self.addCleanup(con.close)
+        intake(con, ev("a"))
+        seen = []
+
+        def send(event):
+            other = sqlite3.connect(path, isolation_level=None, timeout=0)
+            try:
+                other.execute("PRAGMA busy_timeout = 0")
+                other.execute("BEGIN IMMEDIATE")  # fails at once if anyone holds the write lock
+                seen.append(other.execute("SELECT attempts FROM outbox WHERE event_id = 'a'").fetchone()[0])
+                other.execute("COMMIT")
+            finally:
+                other.close()
+            return True
+
+        self.assertEqual(dispatch(con, send), 1)
+        self.assertEqual(seen, [1])
+        self.assertEqual(con.execute("PRAGMA synchronous").fetchone()[0], 2)  # restored to FULL
+
+    def test_a_failure_is_recorded_and_the_original_exception_re_raised(self):
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        intake(con, ev("a"))
+        boom = RuntimeError("refused\nsecond line " + "x" * 600)
+        for attempt in (1, 2):
+            with self.assertRaises(RuntimeError) as caught:
+                dispatch(con, lambda e: (_ for _ in ()).throw(boom))
+            self.assertIs(caught.exception, boom)
+        head = store.head(con)
+        self.assertEqual(head["attempts"], 2)
+        self.assertTrue(head["last_error"].startswith("RuntimeError: refused second line x"))
+        self.assertLessEqual(len(head["last_error"]), 500)
+        self.assertNotIn("\n", head["last_error"])
+        with self.assertRaises(OutboxError):
+            dispatch(con, lambda e: "ok")
+        self.assertIn("NotAcknowledged", store.head(con)["last_error"])
+
+    def test_bookkeeping_keeps_a_lower_synchronous_setting(self):
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        con.execute("PRAGMA synchronous = OFF")
+        intake(con, ev("a"))
+        store.record_attempt(con, "a")
+        self.assertEqual(con.execute("PRAGMA synchronous").fetchone()[0], 0)
+
+
+class QuarantineTest(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.con = init_store(self.path("s.db"))
+        self.addCleanup(self.con.close)
+        for event_id in ("a", "b", "c", "d"):
+            intake(self.con, ev(event_id))
+
+    def test_quarantine_leaves_the_line_records_overtakers_and_requeue_goes_to_the_tail(self):
+        con = self.con
+        store.quarantine(con, "a", "sink refuses it")
+        self.assertEqual([e["id"] for e in pending(con)], ["b", "c", "d"])
+        self.assertEqual(con.execute("SELECT sent FROM outbox WHERE event_id = 'a'").fetchone()[0], 0)
+        self.assertEqual(dispatch(con, lambda e: True, 2), 2)
+        figures = store.figures(con)
+        self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (1, 2, 1))
+        new_seq = store.requeue(con, "a", ev("a", qty=3))
+        self.assertEqual(new_seq, 5)
+        self.assertEqual(intake(con, ev("e")), 6)  # the counter moved with it: no seq is ever reused
+        self.assertEqual([e["id"] for e in pending(con)], ["d", "a", "e"])
+        self.assertEqual(pending(con)[1], ev("a", qty=3))
+        self.assertEqual(con.execute("SELECT qty FROM orders WHERE id = 'a'").fetchone()[0], 3)
+        _, row = store.observe(con, "a")
+        self.assertEqual(row["quarantine"]["seq"], 1)
+        self.assertEqual(row["quarantine"]["new_seq"], 5)
+        self.assertEqual(row["quarantine"]["overtaken_by"], [2, 3])
+        self.assertEqual(row["quarantine"]["reason"], "sink refuses it")
+        self.assertEqual(row["attempts"], 0)
+
+    def test_refusals_change_nothing(self):
+        con = self.con
+        mark_sent(con, "b")
+        store.quarantine(con, "c", "x")
+        snapshot = lambda: (con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
+                            con.execute("SELECT * FROM orders ORDER BY id").fetchall(),
+                            con.execute("SELECT * FROM quarantines").fetchall())
+        before = snapshot()
+        for call in (lambda: store.quarantine(con, "b", "sent"), lambda: store.quarantine(con, "nope", "x"),
+                     lambda: store.quarantine(con, "c", "again"), lambda: store.requeue(con, "b"),
+                     lambda: store.requeue(con, "nope"), lambda: store.requeue(con, "a"),
+                     lambda: store.requeue(con, "c", ev("other")), lambda: store.requeue(con, "c", ev("c", qty=0)),
+                     lambda: store.quarantine(con, "a", ""), lambda: store.quarantine(con, "a", "two\nlines")):
+            with self.assertRaises((OutboxError, ValueError)):
+                call()
+        self.assertEqual(snapshot(), before)
+
+    def test_purge_removes_only_old_sent_rows(self):
+        con = self.con
+        mark_sent(con, "a")
+        mark_sent(con, "b")
+        store.quarantine(con, "c", "x")
+        self.assertEqual(retention.purge(con, 3600), 0)
+        self.assertEqual(retention.purge(con, 0, batch=1), 2)
+        self.assertEqual(con.execute("SELECT event_id FROM outbox ORDER BY seq").fetchall(), [("c",), ("d",)])
+        self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 4)
+
+    def test_durations(self):
+        self.assertEqual([retention.parse_duration(t) for t in ("0s", "30s", "15m", "12h", "7d")],
+                         [0, 30, 900, 43200, 604800])
+        for bad in ("", "7", "1w", "-1s", "1.5h", " 1s", "1s ", "1S", None):
+            with self.assertRaises(ValueError) as caught:
+                retention.parse_duration(bad)
+            self.assertIn("30s, 15m, 12h, 7d", str(caught.exception))
+
+
+class RelayLoopTest(TempDirTestCase):
+    """relay.run in process, with a plain send and no sleeping: rand() is 0, so every backoff wait is 0."""
+
+    def setUp(self):
+        super().setUp()
+        self.con = init_store(self.path("s.db"))
+        self.addCleanup(self.con.close)
+        for event_id in ("a", "b", "c"):
+            intake(self.con, ev(event_id))
+
+    def relay(self, send, stop=lambda: False, **options):
+        settings = dict(stop=stop, limit=16, max_attempts=3, base_delay=10.0, max_delay=10.0, once=True, poll=0.0,
+                        progress=lambda *args: None, rand=lambda: 0.0)
+        settings.update(options)
+        return relay.run(self.con, send, **settings)
+
+    def test_a_stuck_head_raises_the_alert_after_max_attempts_and_nothing_is_skipped(self):
+        sent = []
+
+        def send(event):
+            sent.append(event["id"])
+            raise NoAnswer("sink down")
+
+        with self.assertRaises(relay.HeadStuck) as caught:
+            self.relay(send)
+        self.assertEqual(sent, ["a", "a", "a"])
+        self.assertIn("'a'", str(caught.exception))
+        self.assertIn("NoAnswer: sink down", str(caught.exception))
+        self.assertEqual(store.figures(self.con)["pending"], 3)
+        with self.assertRaises(relay.HeadStuck):
+            self.relay(send)  # started again: the alert at once, no fourth attempt
+        self.assertEqual(sent, ["a", "a", "a"])
+
+    def test_the_stop_flag_lets_the_item_in_flight_be_marked_and_sends_no_other(self):
+        sent = []
+
+        def send(event):
+            sent.append(event["id"])
+            return True
+
+        self.assertEqual(self.relay(send, stop=lambda: bool(sent), once=False), 1)
+        self.assertEqual(sent, ["a"])
+        self.assertEqual([e["id"] for e in pending(self.con)], ["b", "c"])
+        self.assertIn("Stopping", store.head(self.con)["last_error"])
+
+    def test_once_delivers_everything_then_returns(self):
+        self.assertEqual(self.relay(lambda event: True, limit=2), 3)
+        self.assertEqual(store.figures(self.con)["pending"], 0)
+
+
+class BackoffTest(unittest.TestCase):
+    def test_bounds_grow_exponentially_up_to_the_cap(self):
+        top = lambda: 1.0 - 1e-12
+        bounds = [backoff.delay(n, 0.5, 10.0, rand=top) for n in range(1, 8)]
+        for got, want in zip(bounds, (0.5, 1, 2, 4, 8, 10, 10)):
+            self.assertAlmostEqual(got, want, places=6)
+        self.assertEqual(backoff.delay(5, 0.5, 10.0, rand=lambda: 0.0), 0.0)
+        self.assertEqual(backoff.delay(10 ** 6, 0.5, 10.0, rand=lambda: 0.5), 5.0)  # no overflow
+
+    def test_full_jitter_spreads_over_the_whole_range(self):
+        source = random.Random(7)
+        draws = [backoff.delay(4, 1.0, 100.0, rand=source.random) for _ in range(2000)]
+        self.assertTrue(all(0 <= d < 8.0 for d in draws))
+        self.assertLess(min(draws), 0.4)
+        self.assertGreater(max(draws), 7.6)
+        self.assertAlmostEqual(sum(draws) / len(draws), 4.0, delta=0.4)
+
+    def test_bad_arguments(self):
+        for args in ((0, 1, 1), (True, 1, 1), (1, -1, 1), (1, 1, float("inf")), (1.5, 1, 1)):
+            with self.assertRaises(ValueError):
+                backoff.delay(*args)
+
+
+class MetricsTextTest(TempDirTestCase):
+    def test_outbox_status_parses_as_the_text_format(self):
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        intake(con, ev("a"))
+        intake(con, ev("b"))
+        mark_sent(con, "a")
+        store.record_attempt(con, "b")
+        samples = parse_prometheus(render_status(store.figures(con)))
+        self.assertEqual(samples[("outbox_pending", ())], 1)
+        self.assertEqual(samples[("outbox_sent", ())], 1)
+        self.assertEqual(samples[("outbox_quarantined", ())], 0)
+        self.assertEqual(samples[("outbox_head_attempts", ())], 1)
+        self.assertGreaterEqual(samples[("outbox_oldest_pending_age_seconds", ())], 0)
+
+    def test_sink_metrics_parse_as_the_text_format(self):
+        con = inbox.init_sink(self.path("k.db"))
+        self.addCleanup(con.close)
+        inbox.receive(con, ev("a", sku="snack:v1.x"))
+        inbox.receive(con, ev("a", sku="snack:v1.x"))
+        with self.assertRaises(Conflict):
+            inbox.receive(con, ev("a", qty=2, sku="snack:v1.x"))
+        status = inbox.status(con)
+        self.assertEqual((status["applied"], status["duplicates"], status["conflicts"]), (1, 1, 1))
+        self.assertRegex(status["last_delivery_at"], r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
+        samples = parse_prometheus(metrics.render(status))
+        for outcome, want in (("applied", 1), ("duplicate", 1), ("conflict", 1)):
+            self.assertEqual(samples[("sink_deliveries_total", (("outcome", outcome),))], want)
+        self.assertEqual(samples[("sink_inventory_qty", (("sku", "snack:v1.x"),))], 1)
+        escaped = "\n".join(prometheus.family("x_total", "counter", "h", [({"k": 'a"b\\c\nd'}, 1)])) + "\n"
+        self.assertEqual(parse_prometheus(escaped), {("x_total", (("k", 'a\\"b\\\\c\\nd'),)): 1})
+
+    def test_an_empty_sink(self):
+        con = inbox.init_sink(self.path("k.db"))
+        self.addCleanup(con.close)
+        status = inbox.status(con)
+        self.assertEqual(status["last_delivery_at"], None)
+        self.assertEqual(status["inventory"], {})
+        parse_prometheus(metrics.render(status))
+
+    def test_the_parser_rejects_broken_text(self):
+        for text in ("outbox_pending 1\n", "# HELP a x\n# TYPE a gauge\na 1 2 3\n", "# HELP a x\n# TYPE a gauge\na 1",
+                     "# HELP 1a x\n# TYPE 1a gauge\n1a 1\n"):
+            with self.assertRaises(AssertionError):
+                parse_prometheus(text)
+        with self.assertRaises(ValueError):
+            prometheus.family("bad-name", "gauge", "x", [])
+
+
+class ArchitectureTest(unittest.TestCase):
+    def test_the_outbox_package_never_imports_sink(self):
+        for path in glob.glob(os.path.join(ROOT, "outbox", "*.py")):
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                for name in names:
+                    self.assertNotEqual(name.split(".")[0], "sink", path)
+
+
+if __name__ == "__main__":
+    unittest.main()
