@@ -101,9 +101,10 @@ def make_server(
         raise ValueError("timeout must be a number of seconds > 0, got %r" % (timeout,))
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise ValueError("max_connections must be an int >= 1, got %r" % (max_connections,))
-    # The ACK's digest is read only from the kit's own store: a foreign store's
-    # inbox may hold a digest of another form, which the publisher would refuse.
-    own_store = init_sink is None and receive is None
+    # The ACK's digest is read only from the kit's own store (whatever `receive`
+    # runs on it): a foreign store's inbox may hold a digest of another form,
+    # which the publisher would refuse although the payloads agree.
+    own_store = init_sink is None
     open_store = init_sink if init_sink is not None else inbox.init_sink
     receive = receive if receive is not None else inbox.receive
     if fault is not None:
