@@ -307,7 +307,8 @@ class SinkServer:
 
     def _accept(self):
         for _ in range(ACCEPTS_PER_WAKE):
-            if self._open() >= self.max_connections and not self._make_room("the connection cap"):
+            if self._open() >= self.max_connections and not self._waiting:
+                # Every slot holds a request in hand: new clients wait in the backlog until one is answered.
                 self._stop_listening()
                 return
             try:
@@ -323,6 +324,8 @@ class SinkServer:
                     self._stop_listening(resume_after=RESUME_AFTER)
                     return
                 continue
+            if self._open() >= self.max_connections:
+                self._make_room("the connection cap")  # someone is waiting: checked above
             sock.setblocking(False)
             client = _Client(sock, address, time.monotonic() + self.request_timeout)
             self._waiting[sock.fileno()] = client

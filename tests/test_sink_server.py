@@ -459,6 +459,83 @@ class RefusalTest(ServerTestCase):
                 self.assert_refused(status, answer, expected, mentions=[word])
                 self.assertEqual(headers.get("connection"), ["close"])
 
+    def test_smuggling_shapes_are_400_and_write_nothing(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        ct, cl = "Content-Type: application/json", "Content-Length: %d" % len(event)
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event)
+
+        def raw(*lines, body=event):
+            return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+        line, host = "POST /events HTTP/1.1", "Host: 127.0.0.1"
+        cases = [
+            ("space before the colon", raw(line, host, ct, cl, "Transfer-Encoding : chunked", body=chunked), "colon"),
+            ("tab before the colon", raw(line, host, ct, "Content-Length\t: %d" % len(event)), "colon"),
+            ("obs-fold", raw(line, host, ct, cl, "X-Note: a", " folded"), "obs-fold"),
+            ("obs-fold with a tab", raw(line, host, ct, "Content-Length:", "\t%d" % len(event)), "obs-fold"),
+            ("no colon", raw(line, host, ct, cl, "Transfer-Encoding chunked"), "no colon"),
+            ("NUL in a value", raw(line, host, ct, cl, "X-Note: a\x00b"), "control"),
+            ("NUL in a name", raw(line, host, ct, cl, "X-\x00Note: a"), "control"),
+            ("CR in a value", raw(line, host, ct, cl, "X-Note: a\rb"), "control"),
+            ("ESC in a value", raw(line, host, ct, cl, "X-Note: \x1b[2J"), "control"),
+            ("DEL in a value", raw(line, host, ct, cl, "X-Note: \x7f"), "control"),
+            ("bare LF ending a header", raw(line, host, ct + "\n" + cl), "bare LF"),
+            ("bare LF ending the request line", raw(line + "\n" + host, ct, cl), "CRLF"),
+            ("empty name", raw(line, host, ct, cl, ": x"), "token"),
+            ("no Host in 1.1", raw(line, ct, cl), "Host"),
+            ("two Hosts", raw(line, host, host, ct, cl), "Host"),
+            ("two Hosts in 1.0", raw("POST /events HTTP/1.0", host, host, ct, cl), "Host"),
+            ("two spaces", raw("POST  /events HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("tab separator", raw("POST\t/events HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("trailing space", raw("POST /events HTTP/1.1 ", host, ct, cl), "METHOD SP target"),
+            ("leading space", raw(" POST /events HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("lower-case version", raw("POST /events http/1.1", host, ct, cl), "METHOD SP target"),
+            ("extra word", raw("POST /events HTTP/1.1 x", host, ct, cl), "METHOD SP target"),
+            ("blank line first", b"\r\n" + raw(line, host, ct, cl), "METHOD SP target"),
+            ("space in the target", raw("POST /ev ents HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("Content-Length with a space inside", raw(line, host, ct, "Content-Length: 4 1"), "Content-Length"),
+        ]
+        for name, data, word in cases:
+            with self.subTest(name):
+                status, headers, answer, raw_answer = exchange(self.port_, data)
+                self.assert_refused(status, answer, 400, mentions=[word])
+                self.assertTrue(raw_answer.startswith(b"HTTP/1.0 400 Bad Request\r\n"), raw_answer[:60])
+                self.assertEqual(headers.get("connection"), ["close"])
+
+    def test_every_refusal_has_a_status_line_and_a_json_body(self):
+        cases = [
+            ("HTTP/0.9", b"GET /health\r\n", 400, "HTTP/0.9"),
+            ("HTTP/0.9 left open", b"GET /health\r\n", 400, "HTTP/0.9"),
+            ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/2.0"),
+            ("HTTP/1.2", b"GET /health HTTP/1.2\r\nHost: x\r\n\r\n", 505, "HTTP/1.2"),
+            ("request line too long", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n", 414, "request line"),
+            ("request line too long, no CRLF yet", b"GET /" + b"a" * 9000, 414, "request line"),
+            ("head too long", b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 3000, 431, "head"),
+            ("too many headers", b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 70 + b"\r\n", 431, "header"),
+            ("head cut short", b"GET /health HTTP/1.1\r\nHost: x\r\n", 400, "incomplete"),
+            ("not HTTP at all", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n", 400, "request line"),
+        ]
+        for name, data, expected, word in cases:
+            with self.subTest(name):
+                half_close = name != "HTTP/0.9 left open" and "too long" not in name
+                status, headers, answer, raw = exchange(self.port_, data, half_close=half_close)
+                self.assertTrue(raw.startswith(b"HTTP/1.0 %d " % expected), raw[:80])
+                self.assert_refused(status, answer, expected, mentions=[word])
+                self.assertEqual(headers["content-type"], ["application/json"])
+                self.assertTrue(raw.endswith(b"}\n"), raw[-20:])
+
+    def test_body_of_exactly_max_bytes_is_accepted_one_more_is_413(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        ct = "Content-Type: application/json"
+        exact = event + b" " * (MAX_BODY - len(event))  # JSON allows trailing whitespace
+        self.assertEqual(len(exact), 4096)
+        status, _, answer, _ = exchange(self.port_, request_bytes([ct, "Content-Length: %d" % len(exact)], exact))
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        self.before = snapshot(self.db_path)
+        more = exact + b" "
+        status, _, answer, _ = exchange(self.port_, request_bytes([ct, "Content-Length: %d" % len(more)], more))
+        self.assert_refused(status, answer, 413, mentions=["4096"])
+
     def test_body_shorter_than_declared_is_400_and_not_applied(self):
         event = body_of({"id": "e2", "sku": "pear", "qty": 5})
         data = request_bytes(["Content-Type: application/json", "Content-Length: %d" % (len(event) + 10)], event)
