@@ -8,6 +8,7 @@ import contextlib
 import http.client
 import io
 import json
+import os
 import queue
 import re
 import select
@@ -18,6 +19,7 @@ import subprocess
 import textwrap
 import threading
 import time
+from http import HTTPStatus
 from unittest import mock
 
 from outbox import store
@@ -598,6 +600,18 @@ class RefusalTest(ServerTestCase):
         self.assertEqual(headers["allow"], ["GET"])
         self.assertIsNone(answer)
         self.assertTrue(raw.endswith(b"\r\n\r\n"))
+
+
+class StatusTableTest(ServerTestCase):
+    def test_the_readme_lists_every_status_the_sink_can_send(self):
+        from sink.framing import STATUS
+        from tests.support import ROOT
+
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        for status in {HTTPStatus.OK} | set(STATUS.values()):
+            with self.subTest(status=status):
+                self.assertIn("\n| %d | " % status, readme)
 
 
 class ForeignStoreTest(ServerTestCase):
