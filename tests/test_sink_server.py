@@ -235,6 +235,20 @@ class AnswerTest(ServerTestCase):
         self.assertEqual(stock(self.db_path), {"apple": 3})
         self.assertEqual(outcomes(self.db_path), ["applied", "conflict"])
 
+    def test_the_wal_is_kept_between_requests(self):
+        # One store connection for the life of the server: SQLite never sees its
+        # last connection close, so it never checkpoints and deletes the WAL,
+        # and the next request does not have to create it again.
+        port = self.port()
+        wal = self.db_path + "-wal"
+        status, _, _ = post(port, body_of(EVENT))
+        self.assertEqual(status, 200)
+        first = os.stat(wal).st_ino
+        for qty in range(1, 21):
+            status, _, _ = post(port, body_of({"id": "w%d" % qty, "sku": "pear", "qty": qty}))
+            self.assertEqual(status, 200)
+            self.assertEqual(os.stat(wal).st_ino, first)
+
     def test_binds_loopback_with_a_real_port_and_a_deep_backlog(self):
         server = self.start()
         host, port = server.server_address[:2]
