@@ -316,14 +316,15 @@ class SinkServer:
             except BlockingIOError:
                 return
             except OSError as exc:
-                if exc.errno not in _OUT_OF_RESOURCES:
-                    self.log_line("accept failed: %s" % exc)
-                    return
-                # Out of descriptors: free one, else rest the listener (never spin on accept).
-                if not self._make_room("accept failed: %s" % exc.strerror):
-                    self._stop_listening(resume_after=RESUME_AFTER)
-                    return
-                continue
+                if exc.errno == errno.ECONNABORTED:
+                    continue  # that client gave up while in the backlog; the next one is unaffected
+                # Out of descriptors: free one and try again. Anything else, or
+                # nothing to free: rest the listener. Never retry at once: that is a spin.
+                if exc.errno in _OUT_OF_RESOURCES and self._make_room("accept failed: %s" % exc.strerror):
+                    continue
+                self.log_line("accept failed: %s; listening again in %gs" % (exc, RESUME_AFTER))
+                self._stop_listening(resume_after=RESUME_AFTER)
+                return
             if self._open() >= self.max_connections:
                 self._make_room("the connection cap")  # someone is waiting: checked above
             sock.setblocking(False)
