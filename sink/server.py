@@ -26,6 +26,7 @@ import concurrent.futures
 import email.utils
 import errno
 import json
+import select
 import selectors
 import socket
 import threading
@@ -318,10 +319,15 @@ class SinkServer:
             except OSError as exc:
                 if exc.errno == errno.ECONNABORTED:
                     continue  # that client gave up while in the backlog; the next one is unaffected
-                # Out of descriptors: free one and try again. Anything else, or
-                # nothing to free: rest the listener. Never retry at once: that is a spin.
-                if exc.errno in _OUT_OF_RESOURCES and self._make_room("accept failed: %s" % exc.strerror):
-                    continue
+                if exc.errno in _OUT_OF_RESOURCES:
+                    # Linux takes the descriptor before it looks at the backlog, so
+                    # EMFILE also comes when no one is there: close no one for that.
+                    if not self._client_in_backlog():
+                        return
+                    # Someone is: free a descriptor and try again.
+                    if self._make_room("accept failed: %s" % exc.strerror):
+                        continue
+                # Anything else, or nothing to free: rest the listener. Never retry at once: that is a spin.
                 self.log_line("accept failed: %s; listening again in %gs" % (exc, RESUME_AFTER))
                 self._stop_listening(resume_after=RESUME_AFTER)
                 return
@@ -331,6 +337,14 @@ class SinkServer:
             client = _Client(sock, address, time.monotonic() + self.request_timeout)
             self._waiting[sock.fileno()] = client
             self._selector.register(sock, selectors.EVENT_READ, client)
+
+    def _client_in_backlog(self):
+        """True if a connection waits to be accepted; asks without a new descriptor (none may be left)."""
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(self.socket, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([self.socket], [], [], 0)[0])
 
     def _make_room(self, why):
         """Close the client that has waited longest without a complete request; False if there is none."""

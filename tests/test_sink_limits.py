@@ -10,14 +10,17 @@ at ~0.9 s of CPU per second.
 """
 
 import os
+import queue
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 
 from outbox import send_http
-from tests.support import DEADLINE, wait_until
-from tests.test_sink_server import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, stock
+from tests.support import DEADLINE, PYTHON, python_env, wait_until
+from tests.test_sink_server import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, request_bytes, stock
 
 try:
     import resource
@@ -108,6 +111,67 @@ class IdleSocketAttackTest(ServerTestCase):
     def test_honest_client_is_served_when_the_cap_is_above_the_open_file_limit(self):
         # Here accept itself fails with EMFILE: the sink must free a slot, not spin.
         self.attack("--max-connections", str(ATTACKERS * 2))
+
+
+# A sink whose open-file limit leaves room for exactly one client, and whose
+# receive waits for a line on stdin: with that client's request in hand there is
+# nothing to close when accept fails with EMFILE.
+NO_ROOM_SINK = """
+import os, resource, signal, sys
+from sink import make_server, receive
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # before any thread starts: only sigwait takes it
+def held_receive(con, event):
+    print("receiving", flush=True)
+    sys.stdin.readline()
+    return receive(con, event)
+server = make_server(sys.argv[1], timeout=10, receive=held_receive, max_connections=100).start()
+open_fds = len(os.listdir("/proc/self/fd")) - 1  # listdir's own descriptor is gone again
+resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+print(server.url(), flush=True)
+signal.sigwait([signal.SIGTERM])
+server.stop()
+"""
+NO_ROOM_WINDOW = 2.0  # seconds of EMFILE with nothing to close; a spin would burn ~all of it
+
+
+class NothingToCloseTest(ServerTestCase):
+    def test_accept_rests_when_out_of_descriptors_with_every_slot_in_hand(self):
+        if resource is None or not os.path.exists("/proc/self/fd"):
+            self.skipTest("needs POSIX resource limits and Linux /proc")
+        proc = subprocess.Popen(
+            [PYTHON, "-c", NO_ROOM_SINK, self.db_path],
+            cwd=self.tmp, env=python_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
+        )
+        lines = queue.Queue()
+        pump = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+        pump.start()
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(pump.join, DEADLINE)
+        self.addCleanup(proc.wait, DEADLINE)
+        self.addCleanup(proc.kill)
+        self.addCleanup(proc.stdin.close)
+        port = int(lines.get(timeout=DEADLINE).rsplit(":", 1)[1])
+        in_hand = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.addCleanup(in_hand.close)
+        in_hand.sendall(request_bytes(
+            ["Content-Type: application/json", "Content-Length: %d" % len(body_of(EVENT))], body_of(EVENT)
+        ))
+        self.assertEqual(lines.get(timeout=DEADLINE), "receiving\n")  # in hand: no client is waiting now
+        later = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)  # accept fails: EMFILE
+        self.addCleanup(later.close)
+        later.sendall(request_bytes([], method="GET", target="/health"))
+        started, cpu_before = time.monotonic(), cpu_seconds(proc.pid)
+        wait_until(lambda: time.monotonic() - started >= NO_ROOM_WINDOW, timeout=NO_ROOM_WINDOW + 1, what="the window")
+        cpu = cpu_seconds(proc.pid) - cpu_before
+        proc.stdin.write("release\n")  # receive goes on; its answer frees the descriptor
+        proc.stdin.flush()
+        answer = read_to_eof(in_hand)
+        self.assertTrue(answer.startswith(b"HTTP/1.0 200 "), answer)
+        self.assertTrue(read_to_eof(later).startswith(b"HTTP/1.0 200 "))
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(DEADLINE), 0)
+        sys.stderr.write("\n  EMFILE with nothing to close: sink CPU %.3fs over %.1fs\n" % (cpu, NO_ROOM_WINDOW))
+        self.assertLess(cpu, 0.5 * NO_ROOM_WINDOW / 10.0)
 
 
 class ConnectionCapTest(ServerTestCase):
