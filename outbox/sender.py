@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 
 from .errors import NoAnswer, UntrustedAck
-from .event import canonical, loads_strict, validate_event
+from .event import canonical, digest, loads_strict, validate_event
 
 MAX_ACK_BYTES = 4096
 MAX_TIMEOUT = 3600.0  # seconds; more is a mistake, and near-infinite values overflow the socket layer
@@ -78,14 +78,17 @@ def check_timeout(timeout):
     return timeout
 
 
-def send_http(url, event, *, timeout=5.0):
+def send_http(url, event, *, timeout=5.0, require_digest=False):
     """POST `event` as canonical JSON to `url`; return True only on a verified ACK.
 
     Before any I/O: InvalidEvent for a bad event, ValueError for an unsafe `url`
     (see check_url) or a `timeout` that is not an int or float in (0, MAX_TIMEOUT].
     `timeout` bounds the whole exchange (connect, send, headers, body). A verified
     ACK is status 200 and a complete body of at most MAX_ACK_BYTES holding a JSON
-    object with ``"ack": true`` and ``"id"`` equal to the event's id. Otherwise
+    object with ``"ack": true`` and ``"id"`` equal to the event's id, whose
+    ``"digest"``, if present, equals digest(event): the sink holds exactly this
+    event, not another one under the same id. With ``require_digest=True`` an
+    ACK without a digest is refused too (a foreign sink may not send one). Otherwise
     NoAnswer (refused, closed, reset, timed out, cut short) or UntrustedAck (an
     answer that is not proof). Proxies are ignored and redirects never followed.
     """
@@ -112,7 +115,7 @@ def send_http(url, event, *, timeout=5.0):
         else:
             what = "no complete response (%s)" % _clip(reason)
         raise _refusal(NoAnswer, where, what) from exc
-    _check_ack(body, event["id"], where)
+    _check_ack(body, event["id"], digest(event), where, require_digest=require_digest)
     return True
 
 
@@ -149,8 +152,11 @@ def _read_ack(response, where):
     return body
 
 
-def _check_ack(body, event_id, where):
-    """Return None if `body` is a JSON object with "ack": true and "id" == event_id, else raise."""
+def _check_ack(body, event_id, event_digest, where, *, require_digest):
+    """Return None if `body` is a JSON object with "ack": true, "id" == event_id and a matching "digest", else raise.
+
+    "digest" may be absent unless `require_digest`; if present it must equal `event_digest`.
+    """
     try:
         ack = loads_strict(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -165,6 +171,11 @@ def _check_ack(body, event_id, where):
         what = 'ACK has no "id"'
     elif ack["id"] != event_id:
         what = "ACK names id %s, not %r" % (_clip(ack["id"]), event_id)
+    elif "digest" in ack and ack["digest"] != event_digest:
+        what = "ACK digest %s is not %s, the digest of the event sent: the sink holds another payload" % (
+            _clip(ack["digest"]), event_digest)
+    elif "digest" not in ack and require_digest:
+        what = 'ACK has no "digest" and require_digest is set'
     else:
         return
     raise _refusal(UntrustedAck, where, what)

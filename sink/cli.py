@@ -69,7 +69,7 @@ def _build_parser():
         help="receive events over HTTP",
         description=(
             "Serve POST /events and GET /health. Prints http://HOST:PORT once listening; "
-            "SIGTERM or Ctrl-C finishes the requests in hand and exits 0. A crash fault "
+            "SIGTERM or Ctrl-C closes idle connections at once, finishes the requests in hand and exits 0. A crash fault "
             "exits with status %d." % faults.CRASH_EXIT
         ),
         epilog=(
@@ -92,6 +92,14 @@ def _build_parser():
         default=server.DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help="seconds a client has to send its whole request, and again to take the answer (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_count,
+        default=server.DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="client connections open at once; at the cap the one waiting longest without a complete "
+        "request is closed (default: %(default)s)",
     )
     serve.add_argument(
         "--fault",
@@ -134,7 +142,13 @@ def _build_parser():
 def _serve(args):
     try:
         srv = server.make_server(
-            args.db, args.host, args.port, timeout=args.timeout, fault=args.fault, fault_count=args.fault_count
+            args.db,
+            args.host,
+            args.port,
+            timeout=args.timeout,
+            fault=args.fault,
+            fault_count=args.fault_count,
+            max_connections=args.max_connections,
         )
     except OSError as exc:
         raise OSError("cannot listen on %s port %d: %s" % (args.host, args.port, exc)) from None

@@ -3,7 +3,8 @@
 Owns the fault names, CRASH_EXIT and `FaultyReceive`, the wrapper that makes
 them happen. A server started without a fault never builds one, so the normal
 path runs none of this. It never changes what `receive` writes: it only
-decides when the process dies or the answer is withheld.
+decides when the process dies or the answer is withheld (by raising the
+server's own WithholdAnswer, the one thing the server knows about faults).
 
 Faults (each hits the first `count` valid events that reach `receive`):
   drop-after-commit    receive runs to the end, then the connection is closed
@@ -18,16 +19,14 @@ Faults (each hits the first `count` valid events that reach `receive`):
 import os
 import threading
 
+from .server import WithholdAnswer
+
 CRASH_EXIT = 74  # EX_IOERR in sysexits.h; documented in `python -m sink serve --help`
 
 DROP_AFTER_COMMIT = "drop-after-commit"
 CRASH_BEFORE_COMMIT = "crash-before-commit"
 CRASH_AFTER_COMMIT = "crash-after-commit"
 NAMES = (DROP_AFTER_COMMIT, CRASH_BEFORE_COMMIT, CRASH_AFTER_COMMIT)
-
-
-class DropConnection(Exception):
-    """drop-after-commit fired: the handler must close the connection and answer nothing."""
 
 
 class FaultyReceive:
@@ -69,10 +68,10 @@ class FaultyReceive:
         try:
             result = self._receive(con, event)
         except Exception as exc:
-            raise DropConnection(
+            raise WithholdAnswer(
                 "%s: receive raised %s: %s; no answer is sent" % (self.name, type(exc).__name__, exc)
             ) from exc
-        raise DropConnection("%s: receive returned %r; no answer is sent" % (self.name, result))
+        raise WithholdAnswer("%s: receive returned %r; no answer is sent" % (self.name, result))
 
     def _crash_before_commit(self, con, event):
         def trace(statement):

@@ -95,6 +95,16 @@ def receive(con, event):
     return outcome
 
 
+def held_digest(con, event_id):
+    """The digest of the event the inbox holds for `event_id` (SHA-256 hex of its canonical JSON), or None. Read-only.
+
+    This is what the sink ACKs with: the digest of what it keeps, not of what
+    it was just sent, so a publisher can tell an ACK for another payload.
+    """
+    row = con.execute("SELECT digest FROM inbox WHERE event_id = ?", (event_id,)).fetchone()
+    return None if row is None else row[0]
+
+
 def open_readonly(path):
     """Open an existing sink DB only to read it (see outbox.db.open_readonly); never creates a file."""
     return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")

@@ -9,16 +9,21 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
 from unittest import mock
 
-from outbox.errors import DeliveryError, InvalidEvent, NoAnswer, UntrustedAck
-from outbox.event import canonical
+from outbox import dispatch, init_store, intake, pending
+from outbox.errors import Conflict, DeliveryError, InvalidEvent, NoAnswer, UntrustedAck
+from outbox.event import canonical, digest
 from outbox.sender import MAX_ACK_BYTES, MAX_TIMEOUT, check_url, send_http
+from sink import inbox
+from sink.server import make_server
 from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, free_loopback_socket, python_env, reply, wait_until
 
 EVENT = {"id": "snack-7", "sku": "crisps", "qty": 2}
@@ -353,6 +358,63 @@ class UntrustedAckTest(SenderTestCase):
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: " + value + b"\r\n\r\n" + GOOD_ACK.encode())
                 server = self.raw(script)
                 self.assertIn("is not one decimal number", str(self.refused(UntrustedAck, server.url())))
+
+
+class DigestTest(SenderTestCase):
+    """The ACK's "digest" must be the digest of the event sent; with require_digest it must be there."""
+
+    def answer(self, ack):
+        return self.serve(lambda handler, _: reply(handler, 200, json.dumps(ack)))
+
+    def test_matching_digest_is_accepted(self):
+        server = self.answer({"ack": True, "id": "snack-7", "digest": digest(EVENT)})
+        self.assertIs(send_http(server.url(), EVENT, timeout=5), True)
+        self.assertIs(send_http(server.url(), EVENT, timeout=5, require_digest=True), True)
+
+    def test_missing_digest_is_accepted_unless_required(self):
+        server = self.answer({"ack": True, "id": "snack-7"})
+        self.assertIs(send_http(server.url(), EVENT, timeout=5), True)
+        with self.assertRaises(UntrustedAck) as caught:
+            send_http(server.url(), EVENT, timeout=5, require_digest=True)
+        self.assertIn('no "digest"', str(caught.exception))
+
+    def test_wrong_digests_are_untrusted(self):
+        other = digest(dict(EVENT, qty=3))
+        for value in (other, digest(EVENT).upper(), "", None, 1, [digest(EVENT)]):
+            with self.subTest(digest=value):
+                server = self.answer({"ack": True, "id": "snack-7", "digest": value})
+                for required in (False, True):
+                    with self.assertRaises(UntrustedAck) as caught:
+                        send_http(server.url(), EVENT, timeout=5, require_digest=required)
+                    self.assertIn("digest", str(caught.exception))
+
+    def test_a_sink_acking_another_payload_leaves_the_item_pending(self):
+        tmp = tempfile.mkdtemp(prefix="outbox-kit-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+
+        def lax_receive(con, event):
+            # Says "duplicate" without caring that the payload differs.
+            try:
+                return inbox.receive(con, event)
+            except Conflict:
+                return inbox.DUPLICATE
+
+        sink_db = os.path.join(tmp, "sink.db")
+        con = inbox.init_sink(sink_db)
+        try:
+            inbox.receive(con, dict(EVENT, qty=99))  # the sink already holds another payload under this id
+        finally:
+            con.close()
+        server = make_server(sink_db, timeout=5, receive=lax_receive).start()
+        self.addCleanup(server.stop)
+        source = init_store(os.path.join(tmp, "source.db"))
+        self.addCleanup(source.close)
+        intake(source, EVENT)
+        url = server.url() + "/events"
+        with self.assertRaises(UntrustedAck) as caught:
+            dispatch(source, lambda event: send_http(url, event, timeout=5))
+        self.assertIn("holds another payload", str(caught.exception))
+        self.assertEqual(pending(source), [EVENT])
 
 
 class NoAnswerTest(SenderTestCase):

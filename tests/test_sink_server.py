@@ -8,6 +8,7 @@ import contextlib
 import http.client
 import io
 import json
+import os
 import queue
 import re
 import select
@@ -18,15 +19,19 @@ import subprocess
 import textwrap
 import threading
 import time
+from http import HTTPStatus
 from unittest import mock
 
 from outbox import store
+from outbox.event import digest
 from sink import WrongDatabase, faults, init_sink, make_server, receive
 from sink.server import MAX_BODY
+from tests.test_ops_store import parse_prometheus
 from tests.support import DEADLINE, PYTHON, TempDirTestCase, python_env, wait_until
 
 SHORT = 0.5  # server timeout where a test waits on it
 EVENT = {"id": "e1", "sku": "apple", "qty": 3}
+EVENT_DIGEST = digest(EVENT)
 
 
 def body_of(event):
@@ -210,13 +215,37 @@ class AnswerTest(ServerTestCase):
         self.assertEqual(response.getheader("Connection"), "close")
         self.assertEqual(body, {"ok": True})
 
+    def test_metrics_count_each_outcome_as_prometheus_text(self):
+        port = self.port()
+        post(port, body_of(EVENT))
+        post(port, body_of(EVENT))
+        post(port, body_of(dict(EVENT, qty=4)))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
+        try:
+            conn.request("GET", "/metrics")
+            response = conn.getresponse()
+            text = response.read().decode("utf-8")
+        finally:
+            conn.close()
+        self.assertEqual(response.status, 200)
+        self.assertTrue(response.getheader("Content-Type").startswith("text/plain; version=0.0.4"))
+        samples = parse_prometheus(text)
+        for outcome in ("applied", "duplicate", "conflict"):
+            self.assertEqual(samples[("sink_deliveries_total", (("outcome", outcome),))], 1, text)
+        self.assertEqual(samples[("sink_inventory_qty", (("sku", "apple"),))], 3, text)
+        status, _, _ = post(port, None, path="/metrics", method="POST", content_type=None)
+        self.assertEqual(status, 405)
+        self.assertEqual(outcomes(self.db_path), ["applied", "duplicate", "conflict"])  # reading wrote nothing
+
     def test_applied_then_duplicate(self):
         port = self.port()
         status, response, body = post(port, body_of(EVENT))
-        self.assertEqual((status, body), (200, {"ack": True, "id": "e1", "result": "applied"}))
+        self.assertEqual((status, body), (200, {"ack": True, "id": "e1", "result": "applied", "digest": EVENT_DIGEST}))
         self.assertEqual(response.getheader("Connection"), "close")
         status, _, body = post(port, body_of(EVENT), content_type="application/json; charset=utf-8")
-        self.assertEqual((status, body), (200, {"ack": True, "id": "e1", "result": "duplicate"}))
+        self.assertEqual(
+            (status, body), (200, {"ack": True, "id": "e1", "result": "duplicate", "digest": EVENT_DIGEST})
+        )
         self.assertEqual(stock(self.db_path), {"apple": 3})
         self.assertEqual(outcomes(self.db_path), ["applied", "duplicate"])
 
@@ -228,6 +257,20 @@ class AnswerTest(ServerTestCase):
         self.assertEqual(body, {"ack": False, "id": "e1", "error": "conflict"})
         self.assertEqual(stock(self.db_path), {"apple": 3})
         self.assertEqual(outcomes(self.db_path), ["applied", "conflict"])
+
+    def test_the_wal_is_kept_between_requests(self):
+        # One store connection for the life of the server: SQLite never sees its
+        # last connection close, so it never checkpoints and deletes the WAL,
+        # and the next request does not have to create it again.
+        port = self.port()
+        wal = self.db_path + "-wal"
+        status, _, _ = post(port, body_of(EVENT))
+        self.assertEqual(status, 200)
+        first = os.stat(wal).st_ino
+        for qty in range(1, 21):
+            status, _, _ = post(port, body_of({"id": "w%d" % qty, "sku": "pear", "qty": qty}))
+            self.assertEqual(status, 200)
+            self.assertEqual(os.stat(wal).st_ino, first)
 
     def test_binds_loopback_with_a_real_port_and_a_deep_backlog(self):
         server = self.start()
@@ -455,6 +498,83 @@ class RefusalTest(ServerTestCase):
                 self.assert_refused(status, answer, expected, mentions=[word])
                 self.assertEqual(headers.get("connection"), ["close"])
 
+    def test_smuggling_shapes_are_400_and_write_nothing(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        ct, cl = "Content-Type: application/json", "Content-Length: %d" % len(event)
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event)
+
+        def raw(*lines, body=event):
+            return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+        line, host = "POST /events HTTP/1.1", "Host: 127.0.0.1"
+        cases = [
+            ("space before the colon", raw(line, host, ct, cl, "Transfer-Encoding : chunked", body=chunked), "colon"),
+            ("tab before the colon", raw(line, host, ct, "Content-Length\t: %d" % len(event)), "colon"),
+            ("obs-fold", raw(line, host, ct, cl, "X-Note: a", " folded"), "obs-fold"),
+            ("obs-fold with a tab", raw(line, host, ct, "Content-Length:", "\t%d" % len(event)), "obs-fold"),
+            ("no colon", raw(line, host, ct, cl, "Transfer-Encoding chunked"), "no colon"),
+            ("NUL in a value", raw(line, host, ct, cl, "X-Note: a\x00b"), "control"),
+            ("NUL in a name", raw(line, host, ct, cl, "X-\x00Note: a"), "control"),
+            ("CR in a value", raw(line, host, ct, cl, "X-Note: a\rb"), "control"),
+            ("ESC in a value", raw(line, host, ct, cl, "X-Note: \x1b[2J"), "control"),
+            ("DEL in a value", raw(line, host, ct, cl, "X-Note: \x7f"), "control"),
+            ("bare LF ending a header", raw(line, host, ct + "\n" + cl), "bare LF"),
+            ("bare LF ending the request line", raw(line + "\n" + host, ct, cl), "CRLF"),
+            ("empty name", raw(line, host, ct, cl, ": x"), "token"),
+            ("no Host in 1.1", raw(line, ct, cl), "Host"),
+            ("two Hosts", raw(line, host, host, ct, cl), "Host"),
+            ("two Hosts in 1.0", raw("POST /events HTTP/1.0", host, host, ct, cl), "Host"),
+            ("two spaces", raw("POST  /events HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("tab separator", raw("POST\t/events HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("trailing space", raw("POST /events HTTP/1.1 ", host, ct, cl), "METHOD SP target"),
+            ("leading space", raw(" POST /events HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("lower-case version", raw("POST /events http/1.1", host, ct, cl), "METHOD SP target"),
+            ("extra word", raw("POST /events HTTP/1.1 x", host, ct, cl), "METHOD SP target"),
+            ("blank line first", b"\r\n" + raw(line, host, ct, cl), "METHOD SP target"),
+            ("space in the target", raw("POST /ev ents HTTP/1.1", host, ct, cl), "METHOD SP target"),
+            ("Content-Length with a space inside", raw(line, host, ct, "Content-Length: 4 1"), "Content-Length"),
+        ]
+        for name, data, word in cases:
+            with self.subTest(name):
+                status, headers, answer, raw_answer = exchange(self.port_, data)
+                self.assert_refused(status, answer, 400, mentions=[word])
+                self.assertTrue(raw_answer.startswith(b"HTTP/1.0 400 Bad Request\r\n"), raw_answer[:60])
+                self.assertEqual(headers.get("connection"), ["close"])
+
+    def test_every_refusal_has_a_status_line_and_a_json_body(self):
+        cases = [
+            ("HTTP/0.9", b"GET /health\r\n", 400, "HTTP/0.9"),
+            ("HTTP/0.9 left open", b"GET /health\r\n", 400, "HTTP/0.9"),
+            ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/2.0"),
+            ("HTTP/1.2", b"GET /health HTTP/1.2\r\nHost: x\r\n\r\n", 505, "HTTP/1.2"),
+            ("request line too long", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n", 414, "request line"),
+            ("request line too long, no CRLF yet", b"GET /" + b"a" * 9000, 414, "request line"),
+            ("head too long", b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 3000, 431, "head"),
+            ("too many headers", b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 70 + b"\r\n", 431, "header"),
+            ("head cut short", b"GET /health HTTP/1.1\r\nHost: x\r\n", 400, "incomplete"),
+            ("not HTTP at all", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n", 400, "request line"),
+        ]
+        for name, data, expected, word in cases:
+            with self.subTest(name):
+                half_close = name != "HTTP/0.9 left open" and "too long" not in name
+                status, headers, answer, raw = exchange(self.port_, data, half_close=half_close)
+                self.assertTrue(raw.startswith(b"HTTP/1.0 %d " % expected), raw[:80])
+                self.assert_refused(status, answer, expected, mentions=[word])
+                self.assertEqual(headers["content-type"], ["application/json"])
+                self.assertTrue(raw.endswith(b"}\n"), raw[-20:])
+
+    def test_body_of_exactly_max_bytes_is_accepted_one_more_is_413(self):
+        event = body_of({"id": "e2", "sku": "pear", "qty": 5})
+        ct = "Content-Type: application/json"
+        exact = event + b" " * (MAX_BODY - len(event))  # JSON allows trailing whitespace
+        self.assertEqual(len(exact), 4096)
+        status, _, answer, _ = exchange(self.port_, request_bytes([ct, "Content-Length: %d" % len(exact)], exact))
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        self.before = snapshot(self.db_path)
+        more = exact + b" "
+        status, _, answer, _ = exchange(self.port_, request_bytes([ct, "Content-Length: %d" % len(more)], more))
+        self.assert_refused(status, answer, 413, mentions=["4096"])
+
     def test_body_shorter_than_declared_is_400_and_not_applied(self):
         event = body_of({"id": "e2", "sku": "pear", "qty": 5})
         data = request_bytes(["Content-Type: application/json", "Content-Length: %d" % (len(event) + 10)], event)
@@ -519,6 +639,18 @@ class RefusalTest(ServerTestCase):
         self.assertTrue(raw.endswith(b"\r\n\r\n"))
 
 
+class StatusTableTest(ServerTestCase):
+    def test_the_readme_lists_every_status_the_sink_can_send(self):
+        from sink.framing import STATUS
+        from tests.support import ROOT
+
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        for status in {HTTPStatus.OK} | set(STATUS.values()):
+            with self.subTest(status=status):
+                self.assertIn("\n| %d | " % status, readme)
+
+
 class ForeignStoreTest(ServerTestCase):
     """make_server around another implementation's store functions."""
 
@@ -554,35 +686,34 @@ class ForeignStoreTest(ServerTestCase):
                 if expected_status == 500 and expected_body is not None:
                     wait_until(lambda: any("Traceback" in line for line in lines), what="the traceback in the log")
 
-    def test_store_failing_to_open_is_500(self):
+    def test_store_failing_to_open_raises_in_make_server(self):
         calls = []
 
-        def flaky_init_sink(path):
+        def failing_init_sink(path):
             calls.append(path)
-            if len(calls) > 1:
-                raise OSError("no disk")
-            return init_sink(path)
+            raise OSError("no disk")
 
-        port = self.port(init_sink=flaky_init_sink)
-        status, _, answer = post(port, body_of(EVENT))
-        self.assertEqual((status, answer), (500, {"ack": False, "error": "internal error: OSError: no disk"}))
+        with self.assertRaisesRegex(OSError, "no disk"):
+            make_server(self.db_path, init_sink=failing_init_sink)
+        self.assertEqual(calls, [self.db_path])
 
-    def test_each_thread_gets_its_own_connection_closed_when_it_ends(self):
+    def test_one_store_connection_for_the_life_of_the_server_closed_on_stop(self):
         lock = threading.Lock()
         opened, closed, seen = [], [], []
 
         class TrackingConnection(sqlite3.Connection):
             def close(self):
                 with lock:
-                    closed.append(self)
+                    closed.append((threading.get_ident(), self))
                 super().close()
 
-        init_sink(self.db_path).close()  # the schema; the tracked connections below only use it
+        init_sink(self.db_path).close()  # the schema; the tracked connection below only uses it
 
         def tracking_init_sink(path):
+            # sqlite3's default check_same_thread stays on: the server must use it on this thread only.
             con = sqlite3.connect(path, isolation_level=None, factory=TrackingConnection)
             with lock:
-                opened.append(con)
+                opened.append((threading.get_ident(), con))
             return con
 
         def tracking_receive(con, event):
@@ -590,18 +721,45 @@ class ForeignStoreTest(ServerTestCase):
                 seen.append((threading.get_ident(), con))
             return receive(con, event)
 
-        port = self.port(init_sink=tracking_init_sink, receive=tracking_receive)
-        for qty in (1, 2, 3):
-            status, _, _ = post(port, body_of({"id": "e%d" % qty, "sku": "apple", "qty": qty}))
-            self.assertEqual(status, 200)
-        self.assertEqual(len(seen), 3)
-        for ident, con in seen:
-            self.assertTrue(any(con is c for c in opened[1:]))  # opened[0] is make_server's check
-        self.assertEqual(len({id(con) for _, con in seen}), 3)
-        # Closed by the thread that used it, as that thread ends; never probed from here.
-        wait_until(lambda: len(closed) == len(opened), what="every handler connection to be closed")
-        self.assertEqual({id(c) for c in closed}, {id(c) for c in opened})
+        server = make_server(self.db_path, timeout=SHORT, init_sink=tracking_init_sink, receive=tracking_receive)
+        try:
+            server.start()
+            port = server.server_address[1]
+            for qty in (1, 2, 3):
+                status, answer = post(port, body_of({"id": "e%d" % qty, "sku": "apple", "qty": qty}))[::2]
+                self.assertEqual(status, 200)
+                self.assertNotIn("digest", answer)  # a foreign store gives no digest
+            self.assertEqual(len(opened), 1)  # init_sink once, in make_server
+            self.assertEqual(seen, [opened[0]] * 3)  # same thread, same connection, every time
+            self.assertEqual(closed, [])
+        finally:
+            server.stop()
+        self.assertEqual(closed, opened)  # closed by stop(), on the thread that opened it
         self.assertEqual(stock(self.db_path), {"apple": 6})
+
+    def test_a_foreign_receive_is_never_called_from_two_threads_at_once(self):
+        lock = threading.Lock()
+        inside, most = [0], [0]
+
+        def slow_receive(con, event):
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.01)  # widens the window in which a second call would overlap; not synchronisation
+            with lock:
+                inside[0] -= 1
+            return "applied"
+
+        port = self.port(receive=slow_receive)
+        threads = [
+            threading.Thread(target=post, args=(port, body_of({"id": "c%d" % i, "sku": "apple", "qty": 1})))
+            for i in range(16)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(DEADLINE)
+        self.assertEqual(most, [1])
 
     def test_invalid_events_never_reach_receive(self):
         calls = []
@@ -630,7 +788,7 @@ class DropAfterCommitTest(ServerTestCase):
         self.assertEqual(stock(self.db_path), {"apple": 3})
         self.assertEqual(outcomes(self.db_path), ["applied"])
         status, _, answer = post(port, body_of(EVENT))
-        self.assertEqual((status, answer), (200, {"ack": True, "id": "e1", "result": "duplicate"}))
+        self.assertEqual((status, answer), (200, {"ack": True, "id": "e1", "result": "duplicate", "digest": EVENT_DIGEST}))
         self.assertEqual(stock(self.db_path), {"apple": 3})
 
     def test_raw_client_reads_nothing_and_fault_count_is_honoured(self):

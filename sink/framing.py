@@ -1,0 +1,188 @@
+"""The sink's request rules: strict HTTP/1.0-1.1 framing, and the one table from refusals to statuses.
+
+Owns what a request head must look like, how long a body is, and which status
+each refusal gets. It never touches a socket, a thread or the store: it reads
+bytes already buffered and either returns a `Head` or raises `Refused`.
+Anything a lenient parser and a proxy could read two ways is refused (400),
+so no second reader can find a different request in the same bytes.
+"""
+
+import re
+from http import HTTPStatus
+
+MAX_BODY = 4096  # bytes; an event is well under 200
+MAX_REQUEST_LINE = 8192  # bytes up to the first CRLF; more is 414
+MAX_HEAD = 16384  # bytes up to the blank line; more is 431
+MAX_HEADERS = 64  # header lines; more is 431
+
+# The one table from a refusal to its status. Every answer but 200 goes through it.
+STATUS = {
+    "invalid": HTTPStatus.BAD_REQUEST,  # untrusted framing, bad JSON, an invalid event
+    "no-length": HTTPStatus.LENGTH_REQUIRED,
+    "too-large": HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    "uri-too-long": HTTPStatus.REQUEST_URI_TOO_LONG,
+    "wrong-type": HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+    "head-too-large": HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+    "no-such-path": HTTPStatus.NOT_FOUND,
+    "wrong-method": HTTPStatus.METHOD_NOT_ALLOWED,
+    "conflict": HTTPStatus.CONFLICT,
+    "version": HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+    "internal": HTTPStatus.INTERNAL_SERVER_ERROR,
+}
+
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+# Exactly METHOD SP target SP HTTP/1.0|1.1: one space each, no tabs, no extra words.
+_REQUEST_LINE = re.compile(rb"(" + _TOKEN + rb") ([\x21-\x7e]+) HTTP/1\.[01]")
+_OTHER_VERSION = re.compile(rb"(" + _TOKEN + rb") ([\x21-\x7e]+) HTTP/[0-9]\.[0-9]")
+# A field line: the name ends at the colon, with no whitespace in between.
+_FIELD = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(.*?)[ \t]*")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # any control character but HTAB
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class Refused(Exception):
+    """A request that gets no 200; `kind` is a key of STATUS."""
+
+    def __init__(self, kind, message, *, event_id=None, allow=None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.event_id = event_id
+        self.allow = allow
+
+    def status(self):
+        return STATUS[self.kind]
+
+    def body(self):
+        if self.event_id is None:
+            return {"ack": False, "error": self.message}
+        return {"ack": False, "id": self.event_id, "error": self.message}
+
+
+class Head:
+    """A request head that passed every rule: method, target and version as sent, and its fields."""
+
+    def __init__(self, method, target, version, fields):
+        self.method = method
+        self.target = target
+        self.version = version
+        self.fields = fields  # [(lower-case name, value)] in order, values latin-1 text
+
+    def get_all(self, name):
+        """Every value of header `name` (any case), in order; [] when absent."""
+        name = name.lower()
+        return [value for field, value in self.fields if field == name]
+
+    def request_line(self):
+        return "%s %s %s" % (self.method, self.target, self.version)
+
+
+def check_start(buffer):
+    """Refuse what the first bytes of a request already show; None while they may still become one.
+
+    Called each time bytes arrive before the head is complete, so a request
+    line that can never be valid (HTTP/0.9, HTTP/2.0, a bare LF, too long) is
+    answered at once rather than when the deadline ends.
+    """
+    end = buffer.find(b"\n")
+    if end == -1:
+        if len(buffer) > MAX_REQUEST_LINE:
+            raise Refused("uri-too-long", "request line longer than %d bytes" % MAX_REQUEST_LINE)
+        return
+    if end > MAX_REQUEST_LINE:
+        raise Refused("uri-too-long", "request line longer than %d bytes" % MAX_REQUEST_LINE)
+    if end == 0 or buffer[end - 1:end] != b"\r":
+        raise Refused("invalid", "request line must end with CRLF")
+    _parse_request_line(bytes(buffer[:end - 1]))
+    if _BARE_LF.search(buffer):
+        raise Refused("invalid", "header lines must end with CRLF, found a bare LF")
+
+
+def head_end(buffer):
+    """The index just past the blank line that ends the head, or -1; 431 once the head cannot fit."""
+    end = buffer.find(b"\r\n\r\n")
+    if end == -1:
+        if len(buffer) > MAX_HEAD:
+            raise Refused("head-too-large", "request head longer than %d bytes" % MAX_HEAD)
+        return -1
+    if end + 4 > MAX_HEAD:
+        raise Refused("head-too-large", "request head longer than %d bytes" % MAX_HEAD)
+    return end + 4
+
+
+def parse_head(data):
+    """The `Head` in `data` (bytes up to and including the blank line), or Refused naming the broken rule."""
+    lines = data[:-4].split(b"\r\n")
+    method, target, version = _parse_request_line(lines[0])
+    if len(lines) - 1 > MAX_HEADERS:
+        raise Refused("head-too-large", "more than %d header lines" % MAX_HEADERS)
+    fields = []
+    for line in lines[1:]:
+        shown = line[:40].decode("latin-1")
+        if line[:1] in (b" ", b"\t"):
+            raise Refused("invalid", "folded header line %r: obs-fold is not accepted" % shown)
+        if _CONTROL.search(line):
+            raise Refused("invalid", "control character in header line %r" % shown)
+        match = _FIELD.fullmatch(line)
+        if match is None:
+            if b":" not in line:
+                raise Refused("invalid", "header line %r has no colon" % shown)
+            raise Refused("invalid", "header line %r: the name must be a token right before the colon" % shown)
+        fields.append((match.group(1).decode("ascii").lower(), match.group(2).decode("latin-1")))
+    head = Head(method, target, version, fields)
+    hosts = head.get_all("Host")
+    if version == "HTTP/1.1" and len(hosts) != 1:
+        raise Refused("invalid", "HTTP/1.1 needs exactly one Host header, got %d" % len(hosts))
+    if len(hosts) > 1:
+        raise Refused("invalid", "Host must appear at most once, got %d" % len(hosts))
+    return head
+
+
+def body_length(head):
+    """The body length `head` declares for an event: one Content-Length up to MAX_BODY, no Transfer-Encoding."""
+    encodings = head.get_all("Transfer-Encoding")
+    if encodings:
+        raise Refused(
+            "invalid", "Transfer-Encoding is not accepted (got %s); send one Content-Length" % ", ".join(encodings)
+        )
+    lengths = head.get_all("Content-Length")
+    if not lengths:
+        raise Refused("no-length", "Content-Length is required")
+    if len(lengths) > 1:
+        raise Refused("invalid", "Content-Length must appear once, got %d: %s" % (len(lengths), ", ".join(lengths)))
+    text = lengths[0]
+    if not _DIGITS.fullmatch(text):
+        raise Refused("invalid", "Content-Length must be a decimal number of bytes, got %r" % text)
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_BODY)) or int(digits) > MAX_BODY:
+        raise Refused("too-large", "Content-Length %s exceeds the limit of %d bytes" % (text, MAX_BODY))
+    return int(digits)
+
+
+def check_json_type(head):
+    """Refuse unless Content-Type is application/json once, with no charset but UTF-8."""
+    values = head.get_all("Content-Type")
+    if len(values) != 1:
+        raise Refused("wrong-type", "Content-Type must be application/json once, got %s" % (values or "none"))
+    media, *params = values[0].split(";")
+    if media.strip().lower() != "application/json":
+        raise Refused("wrong-type", "Content-Type must be application/json, got %r" % values[0])
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            raise Refused("wrong-type", "Content-Type charset must be utf-8, got %r" % values[0])
+
+
+def _parse_request_line(line):
+    """(method, target, version) of an exact request line, else Refused (505 for another HTTP version)."""
+    match = _REQUEST_LINE.fullmatch(line)
+    if match is not None:
+        method, target = match.group(1).decode("ascii"), match.group(2).decode("ascii")
+        return method, target, line[-8:].decode("ascii")
+    shown = line[:80].decode("latin-1")
+    if _OTHER_VERSION.fullmatch(line):
+        raise Refused("version", "HTTP version %s is not served; use HTTP/1.0 or HTTP/1.1" % shown.rsplit(" ", 1)[-1])
+    if len(line.split()) == 2 and b"HTTP/" not in line:
+        raise Refused("invalid", "request line %r has no HTTP version: HTTP/0.9 is not served" % shown)
+    raise Refused("invalid", "request line %r is not exactly METHOD SP target SP HTTP/1.0 or HTTP/1.1" % shown)

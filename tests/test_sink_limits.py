@@ -1,0 +1,236 @@
+"""The sink under an idle-socket attack, at its connection cap, and when told to stop.
+
+The attack tests start a real `python -m sink serve` child with RLIMIT_NOFILE
+256 and open 1,000 idle sockets to it, then time an honest `send_http` and
+read the child's CPU time from /proc. They need POSIX `resource` and Linux
+/proc, and skip cleanly elsewhere. Bounds are generous for a loaded 2-core CI
+machine but far from what the failure looks like: before the connection cap,
+the honest request waited out a 10 s request timeout and the accept loop spun
+at ~0.9 s of CPU per second.
+"""
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from outbox import send_http
+from tests.support import DEADLINE, PYTHON, python_env, wait_until
+from tests.test_sink_server import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, request_bytes, stock
+
+try:
+    import resource
+except ImportError:  # not POSIX
+    resource = None
+
+SINK_NOFILE = 256  # the sink's open-file limit: far fewer descriptors than attackers
+ATTACKERS = 1000
+HONEST_WITHIN = 1.0  # seconds for the honest send_http, as issue 9 asks
+ATTACK_WINDOW = 5.0  # seconds the attack is held while the sink's CPU time is measured
+# Issue 9's budget is 0.5 s of CPU per 10 s of attack, here over the window.
+# Accepting (and, at the cap, closing) 1,000 connections costs a one-off
+# ~0.03 s on the 2-core CI machine; a spinning accept loop costs ~ATTACK_WINDOW.
+CPU_BUDGET = 0.5 * ATTACK_WINDOW / 10.0
+
+# Runs the sink CLI with a low open-file limit, as `prlimit --nofile=256` would.
+LIMITED_SINK = """
+import resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (%d, hard))
+from sink.cli import main
+sys.exit(main(sys.argv[1:]))
+""" % SINK_NOFILE
+
+
+def cpu_seconds(pid):
+    """utime + stime of process `pid`, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def closed_without_answer(sock):
+    """True when the peer closed `sock` without sending a byte (a reset counts: unread bytes cause one)."""
+    try:
+        return read_to_eof(sock) == b""
+    except ConnectionResetError:
+        return True
+
+
+class IdleSocketAttackTest(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        if resource is None or not os.path.exists("/proc/self/stat"):
+            self.skipTest("needs POSIX resource limits and Linux /proc")
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = ATTACKERS + 64
+        if soft < want:
+            if hard != resource.RLIM_INFINITY and hard < want:
+                self.skipTest("the open-file hard limit %d is below the %d this test needs" % (hard, want))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+
+    def attack(self, *options):
+        child = self.child("serve", "--db", self.db_path, "--port", "0", *options, program=LIMITED_SINK)
+        port = child.port()
+        url = "http://127.0.0.1:%d/events" % port
+        pid = child.proc.pid
+        attackers = []
+        self.addCleanup(lambda: [sock.close() for sock in attackers])
+        cpu_before = cpu_seconds(pid)
+        started = time.monotonic()
+        for _ in range(ATTACKERS):
+            attackers.append(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE))
+        sending = time.monotonic()
+        self.assertIs(send_http(url, EVENT, timeout=5), True)
+        honest = time.monotonic() - sending
+        # Hold the attack for the rest of the window, watching the child the whole time.
+        wait_until(lambda: time.monotonic() - started >= ATTACK_WINDOW, timeout=ATTACK_WINDOW + 1, what="the window")
+        cpu = cpu_seconds(pid) - cpu_before
+        window = time.monotonic() - started
+        for sock in attackers:
+            sock.close()
+        child.signal(signal.SIGTERM)
+        self.assertEqual(child.wait(), 0, child.stderr_so_far())
+        sys.stderr.write(
+            "\n  %s: honest ACK in %.3fs, sink CPU %.3fs over %.1fs of attack (budget %.2fs)\n"
+            % (" ".join(options) or "default cap", honest, cpu, window, CPU_BUDGET)
+        )
+        self.assertLess(honest, HONEST_WITHIN)
+        self.assertLess(cpu, CPU_BUDGET)
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+
+    def test_honest_client_is_served_past_1000_idle_sockets_at_the_default_cap(self):
+        self.attack()
+
+    def test_honest_client_is_served_when_the_cap_is_above_the_open_file_limit(self):
+        # Here accept itself fails with EMFILE: the sink must free a slot, not spin.
+        self.attack("--max-connections", str(ATTACKERS * 2))
+
+
+# A sink whose open-file limit leaves room for exactly one client, and whose
+# receive waits for a line on stdin: with that client's request in hand there is
+# nothing to close when accept fails with EMFILE.
+NO_ROOM_SINK = """
+import os, resource, signal, sys
+from sink import make_server, receive
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # before any thread starts: only sigwait takes it
+def held_receive(con, event):
+    print("receiving", flush=True)
+    sys.stdin.readline()
+    return receive(con, event)
+server = make_server(sys.argv[1], timeout=10, receive=held_receive, max_connections=100).start()
+open_fds = len(os.listdir("/proc/self/fd")) - 1  # listdir's own descriptor is gone again
+resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+print(server.url(), flush=True)
+signal.sigwait([signal.SIGTERM])
+server.stop()
+"""
+NO_ROOM_WINDOW = 2.0  # seconds of EMFILE with nothing to close; a spin would burn ~all of it
+
+
+class NothingToCloseTest(ServerTestCase):
+    def test_accept_rests_when_out_of_descriptors_with_every_slot_in_hand(self):
+        if resource is None or not os.path.exists("/proc/self/fd"):
+            self.skipTest("needs POSIX resource limits and Linux /proc")
+        proc = subprocess.Popen(
+            [PYTHON, "-c", NO_ROOM_SINK, self.db_path],
+            cwd=self.tmp, env=python_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
+        )
+        lines = queue.Queue()
+        pump = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+        pump.start()
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(pump.join, DEADLINE)
+        self.addCleanup(proc.wait, DEADLINE)
+        self.addCleanup(proc.kill)
+        self.addCleanup(proc.stdin.close)
+        port = int(lines.get(timeout=DEADLINE).rsplit(":", 1)[1])
+        in_hand = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.addCleanup(in_hand.close)
+        in_hand.sendall(request_bytes(
+            ["Content-Type: application/json", "Content-Length: %d" % len(body_of(EVENT))], body_of(EVENT)
+        ))
+        self.assertEqual(lines.get(timeout=DEADLINE), "receiving\n")  # in hand: no client is waiting now
+        later = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)  # accept fails: EMFILE
+        self.addCleanup(later.close)
+        later.sendall(request_bytes([], method="GET", target="/health"))
+        started, cpu_before = time.monotonic(), cpu_seconds(proc.pid)
+        wait_until(lambda: time.monotonic() - started >= NO_ROOM_WINDOW, timeout=NO_ROOM_WINDOW + 1, what="the window")
+        cpu = cpu_seconds(proc.pid) - cpu_before
+        proc.stdin.write("release\n")  # receive goes on; its answer frees the descriptor
+        proc.stdin.flush()
+        answer = read_to_eof(in_hand)
+        self.assertTrue(answer.startswith(b"HTTP/1.0 200 "), answer)
+        self.assertTrue(read_to_eof(later).startswith(b"HTTP/1.0 200 "))
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(DEADLINE), 0)
+        sys.stderr.write("\n  EMFILE with nothing to close: sink CPU %.3fs over %.1fs\n" % (cpu, NO_ROOM_WINDOW))
+        self.assertLess(cpu, 0.5 * NO_ROOM_WINDOW / 10.0)
+
+
+class ConnectionCapTest(ServerTestCase):
+    def test_at_the_cap_the_longest_waiting_connection_makes_room(self):
+        port = self.port(max_connections=4, timeout=DEADLINE)
+        idle = []
+        for _ in range(4):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE))
+            self.addCleanup(idle[-1].close)
+        idle[1].sendall(b"POST /events HTTP/1.1\r\nHost: x\r\n")  # trickling, but not the oldest
+        started = time.monotonic()
+        status, _, body = post(port, body_of(EVENT))
+        self.assertEqual((status, body["result"]), (200, "applied"))
+        self.assertLess(time.monotonic() - started, DEADLINE / 2)  # not by the request timeout
+        self.assertEqual(read_to_eof(idle[0]), b"")  # the oldest was closed, with no answer
+        for sock in idle[1:]:  # the others are still held
+            sock.setblocking(False)
+            with self.assertRaises(BlockingIOError):
+                sock.recv(1)
+
+    def test_max_connections_must_be_a_positive_int(self):
+        from sink import make_server
+
+        for value in (0, -1, True, 1.5, "64"):
+            with self.subTest(value=value):
+                with self.assertRaises(ValueError):
+                    make_server(self.db_path, max_connections=value)
+
+
+class PromptStopTest(ServerTestCase):
+    def test_sigterm_with_100_idle_connections_exits_within_2s(self):
+        # A cap above 100, so all of them are held when the signal comes.
+        child = Child(["serve", "--db", self.db_path, "--port", "0", "--timeout", "30", "--max-connections", "128"], self.tmp)
+        self.addCleanup(child.close)
+        port = child.port()
+        idle = []
+        self.addCleanup(lambda: [sock.close() for sock in idle])
+        for _ in range(100):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE))
+        idle[0].sendall(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-")  # a head still arriving is idle too
+        status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)  # so every idle connection above has been accepted
+        started = time.monotonic()
+        child.signal(signal.SIGTERM)
+        self.assertEqual(child.wait(), 0)
+        self.assertLess(time.monotonic() - started, 2.0)
+        for sock in idle:
+            self.assertTrue(closed_without_answer(sock))
+
+    def test_stop_closes_idle_connections_at_once_in_process(self):
+        server = self.start(timeout=30)
+        port = server.server_address[1]
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) for _ in range(20)]
+        self.addCleanup(lambda: [sock.close() for sock in idle])
+        status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)
+        started = time.monotonic()
+        server.stop()
+        self.assertLess(time.monotonic() - started, 2.0)
+        for sock in idle:
+            self.assertEqual(read_to_eof(sock), b"")
+
