@@ -40,6 +40,8 @@ _MARK = re.compile(r"\s*UPDATE\s+outbox\b.*\bSET\b.*\bsent\s*=\s*1\b", re.I | re
 # Any other UPDATE of outbox before the send is the attempt being recorded.
 _OUTBOX_UPDATE = re.compile(r"\s*UPDATE\s+outbox\b", re.I)
 _ORDERS_INSERT = re.compile(r"\s*INSERT\s+INTO\s+orders\b", re.I)
+_BEGIN = re.compile(r"\s*BEGIN\b", re.I)
+_OUTBOX_INSERT = re.compile(r"\s*INSERT\s+INTO\s+outbox\b", re.I)
 _SAY = threading.Lock()
 
 
@@ -97,7 +99,10 @@ class PublisherGate:
 
     A point "after X" fires at the first checkpoint once X is complete: the
     next statement on the connection, the next call into send or
-    after_delivery, or the end of a dispatch call.
+    after_delivery, or the end of a dispatch call. "after-pending" is the
+    exception: it waits for dispatch's next step with the batch (a BEGIN, as
+    an attempt is recorded, or the call into send), so whatever `pending`
+    itself runs after its SELECT has run.
     """
 
     def __init__(self, control, point, target, index, batch):
@@ -107,6 +112,7 @@ class PublisherGate:
         self.index = index
         self.batch = batch
         self.armed = False
+        self.batch_read = False  # after-pending: the target batch's SELECT has run
         self.awaiting_commit = False
         self.reads = 0
         self.attempts = 0
@@ -118,10 +124,13 @@ class PublisherGate:
 
     def on_statement(self, statement):
         self.checkpoint()
+        if self.batch_read and _BEGIN.match(statement):
+            self.armed = True
+            self.checkpoint()
         if _PENDING.match(statement):
             self.reads += 1
             if self.point == "after-pending" and (self.reads - 1) * self.batch == self.index:
-                self.armed = True
+                self.batch_read = True
         elif _MARK.match(statement):
             if self.point == "after-mark" and self.current == self.target:
                 self.awaiting_commit = True
@@ -133,6 +142,8 @@ class PublisherGate:
             self.armed = True
 
     def on_send(self, event):
+        if self.batch_read:
+            self.armed = True
         self.checkpoint()
         self.current = event["id"]
         if self.point == "in-send" and event["id"] == self.target:
@@ -216,14 +227,15 @@ def run_sink(args, control):
 
 
 def run_intake(args, control):
-    """One intake; at between-inserts it dies after the orders INSERT, before the outbox one."""
+    """One intake; at between-inserts it dies after the orders INSERT, as the outbox INSERT starts."""
     event = json.loads(args.event)
     con = init_store(args.db)
     try:
         inserted = []
 
         def trace(statement):
-            if inserted:
+            # Whatever runs between the two inserts (a COMMIT, say) has run by now.
+            if inserted and _OUTBOX_INSERT.match(statement):
                 control.crash("%s %s" % (args.point, event["id"]))
             if args.point == "between-inserts" and _ORDERS_INSERT.match(statement):
                 inserted.append(statement)

@@ -130,3 +130,12 @@ def state(source_path, sink_path, event_id):
         return "absent"
     inbox = read_sink(sink_path)[0] if os.path.exists(sink_path) else {}
     return (event_id in inbox, bool(event_id in outbox and outbox[event_id][1]))
+
+
+def attempts(source_path, event_id):
+    """The `attempts` column of one outbox row (on a checkout that has it)."""
+    con = _open_readonly(source_path)
+    try:
+        return con.execute("SELECT attempts FROM outbox WHERE event_id = ?", (event_id,)).fetchone()[0]
+    finally:
+        con.close()

@@ -13,6 +13,8 @@ import sqlite3
 from outbox import init_store, intake
 
 from . import child, invariants, points
+from tests.support import ROOT
+
 from .procs import ChildFailed, Children
 
 RunResult = collections.namedtuple("RunResult", "point mode target violations deliveries hit_deliveries skipped")
@@ -30,12 +32,12 @@ def attempts_exist(workdir):
         con.close()
 
 
-def run_case(point, mode, index, workdir, *, events=points.EVENTS):
+def run_case(point, mode, index, workdir, *, events=points.EVENTS, root=ROOT):
     """Crash at `point` in `mode` aimed at events[index]; return a RunResult.
 
     `index` may point past `events` (a target that is never reached): the run
     must then report the point as not reached, which is how the tests prove
-    the harness can fail.
+    the harness can fail. The children import the kit from `root`.
     """
     os.makedirs(workdir)
     target = events[index]["id"] if index < len(events) else "no-such-event"
@@ -47,7 +49,7 @@ def run_case(point, mode, index, workdir, *, events=points.EVENTS):
     hits = {target: 1}
     taken_in = []
     try:
-        with Children(workdir) as children:
+        with Children(workdir, root) as children:
             if point.victim == points.INTAKE:
                 taken_in = _crash_intake(children, point, mode, index, source, events)
             else:
@@ -170,6 +172,10 @@ def _expected_states(point, index, target, source, sink, events):
         found = invariants.state(source, sink, event["id"])
         if found != expected:
             violations.append("after the crash: %s is %s, the point predicts %s" % (event["id"], _show(found), _show(expected)))
+    if point.key == "after-attempt" and index < len(events):
+        recorded = invariants.attempts(source, target)
+        if not recorded:
+            violations.append("after the crash: %s has attempts %r, the point predicts at least 1" % (target, recorded))
     return violations
 
 

@@ -24,7 +24,7 @@ class ChildFailed(Exception):
 class Child:
     """`python -m tests.torture.child ROLE ARGS...` with stdin/stdout pipes and stderr in a file."""
 
-    def __init__(self, workdir, name, role, *args):
+    def __init__(self, workdir, name, role, *args, root=ROOT):
         self.name = name
         self.lines = []
         self._queue = queue.Queue()
@@ -33,8 +33,8 @@ class Child:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.torture.child", role] + [str(a) for a in args],
-                cwd=ROOT,
-                env=python_env(),
+                cwd=root,
+                env=python_env(PYTHONPATH=root),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
@@ -119,16 +119,21 @@ class Child:
 
 
 class Children:
-    """Every child of one run, closed together however the run ends."""
+    """Every child of one run, closed together however the run ends.
 
-    def __init__(self, workdir):
+    `root` is the checkout the children import the kit from (a mutant copy in
+    the tests that prove the matrix can fail).
+    """
+
+    def __init__(self, workdir, root=ROOT):
         self.workdir = workdir
+        self.root = root
         self._all = []
         self._count = 0
 
     def start(self, role, *args):
         self._count += 1
-        child = Child(self.workdir, "%s-%d" % (role, self._count), role, *args)
+        child = Child(self.workdir, "%s-%d" % (role, self._count), role, *args, root=self.root)
         self._all.append(child)
         return child
 
