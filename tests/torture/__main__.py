@@ -60,7 +60,13 @@ def run_all(plan, seed, workdir, *, jobs, soak_events, soak_kills):
                         os.path.join(workdir, "%02d-%s-%s-%d" % (point.number, point.key, mode, index)))
             for point, mode, index in plan
         ]
-        return [run.result() for run in runs], soaking.result()
+        try:
+            return [run.result() for run in runs], soaking.result()
+        except BaseException:
+            # Ctrl-C: the runs not started yet never start; those running end with their children.
+            for run in runs:
+                run.cancel()
+            raise
 
 
 def table(results, soaked):

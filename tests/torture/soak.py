@@ -60,6 +60,8 @@ def run_soak(seed, workdir, *, events=300, kills=12, log=None):
                     more = make_events(rng, 20, first=len(taken_in))
                     _take_in(source, more)
                     taken_in += more
+                    if log:
+                        log("soak: all delivered before kill %d could land; %d more taken in" % (landed + 1, len(more)))
                     publisher = _start_publisher(children, rng, source, url)
                     continue
                 if victim == "publisher":
