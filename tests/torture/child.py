@@ -24,7 +24,7 @@ import sys
 import threading
 
 from outbox import DeliveryError, dispatch, init_store, intake, send_http
-from sink import init_sink, receive
+from sink import receive
 from sink.server import make_server
 
 CRASH_EXIT = 77  # died at the point (or on "die"), by os._exit
