@@ -14,7 +14,7 @@ Protocol: lines starting with "@" on stdout ("@ready URL", "@at POINT ID",
 "@committed ID", "@acked ID", "@done N", "@error NAME: MESSAGE", "@stopped");
 commands on stdin ("go" releases a hold, "die" is os._exit, "stop" stops
 the sink). At a point in kill mode the child says "@at" and waits for the
-parent's SIGKILL; every wait is bounded by HOLD_LIMIT.
+parent's SIGKILL; every wait is bounded (HOLD_LIMIT, SERVE_LIMIT).
 """
 import argparse
 import json
@@ -32,7 +32,9 @@ DELIVERY_FAILED = 3  # dispatch stopped on a DeliveryError: the sink is gone
 STRANDED_EXIT = 78  # held or blocked past HOLD_LIMIT: the parent never came
 ORPHAN_EXIT = 79  # stdin closed: the parent is gone, so is the reason to live
 HOLD_LIMIT = 60.0  # seconds; far beyond any wait of the parent
-SEND_TIMEOUT = 5.0
+SERVE_LIMIT = 600.0  # seconds a sink serves without "stop"; a whole soak fits many times
+# Long enough that a publisher held by the sink (point 4) is still waiting when it is killed.
+SEND_TIMEOUT = 30.0
 MAX_ROUNDS = 1000  # dispatch calls per publisher process; bounds the loop
 
 _PENDING = re.compile(r"\s*SELECT\b.*\bFROM\s+outbox\b.*\bsent\s*=\s*0\b", re.I | re.S)
@@ -218,7 +220,7 @@ def run_sink(args, control):
     server.start()
     try:
         say("ready " + server.url())
-        if not control.stop.wait(HOLD_LIMIT):
+        if not control.stop.wait(SERVE_LIMIT):
             return STRANDED_EXIT
     finally:
         server.stop()
