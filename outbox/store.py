@@ -79,21 +79,15 @@ UPGRADE_1_TO_2 = (
     # the same with a million sent rows as with ten. Queries must repeat this
     # WHERE literally (`sent = 0 AND quarantined_at IS NULL`) to use it.
     "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL",
-    # The rows in line: every outbox row but the quarantined ones. SQLite
-    # flattens this view into the query, so PENDING_SQL's WHERE becomes the
-    # index's own (`quarantined_at IS NULL AND sent = 0`) and the index is used.
-    """CREATE VIEW outbox_in_line AS
-        SELECT seq, event_id, payload, sent, created_at, sent_at FROM outbox WHERE quarantined_at IS NULL""",
 )
 
 UPGRADES = {1: UPGRADE_1_TO_2}
 SCHEMA = SCHEMA_V1 + UPGRADE_1_TO_2
 
 # The pending line: ordered by seq and nothing else (seq is intake order, or
-# the tail for a requeued item). `sent = 0` literally, inside the view's
-# `quarantined_at IS NULL`: together they are the partial index's WHERE, so
-# SQLite reads only the index, never the sent rows (see tests/bench.py).
-PENDING_SQL = "SELECT payload FROM outbox_in_line WHERE sent = 0 ORDER BY seq LIMIT ?"
+# the tail for a requeued item). The WHERE repeats the partial index's own,
+# term for term, so SQLite reads only that index, never the sent rows.
+PENDING_SQL = "SELECT payload FROM outbox WHERE sent = 0 AND quarantined_at IS NULL ORDER BY seq LIMIT ?"
 
 
 def init_store(path):
