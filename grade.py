@@ -31,9 +31,12 @@ if sys.version_info < MINIMUM:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from grader.cli import main  # noqa: E402  (only after the version check)
-
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--role"]:
+        # A child of the grader: the child side alone, which is the only code that loads the worker.
+        from grader.child import main as child_main  # noqa: E402
+        sys.exit(child_main(sys.argv[2:]))
+    from grader.cli import main  # noqa: E402  (only after the version check)
     try:
         sys.exit(main())
     except BrokenPipeError:  # noqa: F821  (a Python 3 name; 2.7 never gets here)

@@ -3,7 +3,7 @@
 Exit status: 0 every check passed, 1 some check failed, 2 usage error,
 3 grader error (the grader's own fault: an exception in its code, no writable
 temporary directory), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. Never imports the
-worker; the child side (child.py) is reached only through `--role`.
+worker: grade.py sends `--role` children straight to child.py.
 """
 import argparse
 import concurrent.futures
@@ -150,9 +150,6 @@ def language(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--role"]:
-        from . import child  # the child side; the parent never gets here
-        return child.main(argv[1:])
     lang = language(argv)
     args = parse_args(argv, lang)
     try:

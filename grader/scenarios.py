@@ -4,6 +4,7 @@ Each scenario takes a CheckContext, starts children through it, observes the
 DBs read-only, and returns (expected, observed) messages or raises Fail. It
 never touches the worker: only the children do (child.py).
 """
+import concurrent.futures
 import http.client
 import json
 import os
@@ -179,27 +180,33 @@ def scenario_intake_atomic(g):
 
 def scenario_receive_atomic(g):
     work = g.workdir()
-    seen = []
-    for fault, whole in (("crash-before-commit", False), ("crash-after-commit", True)):
-        source, sink_db = os.path.join(work, fault + "-source.db"), os.path.join(work, fault + "-sink.db")
-        need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
-        with g.sink(sink_db, fault=fault) as sink:
-            run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url)
-            status = sink.wait_exit(g.timeout)
-        expect(status == SINK_CRASH, msg("receive.sink-exits", fault=fault, status=SINK_CRASH), msg("status.is", status=status))
-        expect(run.status == 1, msg("receive.no-ack", fault=fault), run.summary())
-        snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
-        expect("error" not in snk, msg("db.readable"), snk.get("error"))
-        want = {"inbox": whole, "deliveries": ["applied"] if whole else [], "inventory": 7 if whole else 0}
-        expect(snk == want, msg("receive.whole" if whole else "receive.nothing", fault=fault),
-               msg("receive.rows", inbox=msg("present" if snk["inbox"] else "absent"), deliveries=repr(snk["deliveries"]),
-                   inventory=snk["inventory"]))
-        with g.sink(sink_db) as sink:
-            need_ok(g.run(who("publisher-restarted"), "publish", "--db", source, "--url", sink.url))
-        snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
-        expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), msg("plain", text=repr(snk)))
-        seen.append("%s: %s" % (fault, ", ".join(snk["deliveries"])))
+    faults = (("crash-before-commit", False), ("crash-after-commit", True))
+    # The two faults touch separate files: run them side by side.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(faults)) as pool:
+        seen = list(pool.map(lambda fault: receive_crash(g, work, *fault), faults))
     return msg("receive-atomic.passed"), msg("plain", text="; ".join(seen))
+
+
+def receive_crash(g, work, fault, whole):
+    """The sink dies at `fault`; `whole`: whether the receipt was committed by then. Then a restart delivers it."""
+    source, sink_db = os.path.join(work, fault + "-source.db"), os.path.join(work, fault + "-sink.db")
+    need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
+    with g.sink(sink_db, fault=fault) as sink:
+        run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url)
+        status = sink.wait_exit(g.timeout)
+    expect(status == SINK_CRASH, msg("receive.sink-exits", fault=fault, status=SINK_CRASH), msg("status.is", status=status))
+    expect(run.status == 1, msg("receive.no-ack", fault=fault), run.summary())
+    snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
+    expect("error" not in snk, msg("db.readable"), snk.get("error"))
+    want = {"inbox": whole, "deliveries": ["applied"] if whole else [], "inventory": 7 if whole else 0}
+    expect(snk == want, msg("receive.whole" if whole else "receive.nothing", fault=fault),
+           msg("receive.rows", inbox=msg("present" if snk["inbox"] else "absent"), deliveries=repr(snk["deliveries"]),
+               inventory=snk["inventory"]))
+    with g.sink(sink_db) as sink:
+        need_ok(g.run(who("publisher-restarted"), "publish", "--db", source, "--url", sink.url))
+    snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
+    expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), msg("plain", text=repr(snk)))
+    return "%s: %s" % (fault, ", ".join(snk["deliveries"]))
 
 
 def in_process(function):
