@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 import traceback
+import unicodedata
 
 from . import __version__
 from .common import Fail, describe, msg
@@ -75,10 +76,15 @@ def evidence_table(evidence, lang):
         lines.append(text(lang, "evidence.title", name=name))
         table = [[text(lang, "evidence.observation")] + [text(lang, "evidence.after", phase=p["phase"]) for p in phases]]
         table += [[text(lang, label)] + [show(p) for p in phases] for label, show in rows]
-        widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+        widths = [max(display_width(r[i]) for r in table) for i in range(len(table[0]))]
         for r in table:
-            lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+            lines.append("  " + "  ".join(cell + " " * (w - display_width(cell)) for cell, w in zip(r, widths)).rstrip())
     return lines
+
+
+def display_width(cell):
+    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
 
 
 def json_evidence(evidence):

@@ -2,14 +2,13 @@
 
 MESSAGES maps a language to {message id: text with {field} placeholders}.
 Only "en" exists today; adding a language is a pure data change: a second
-dict with the same ids and the same placeholders, and its code in LANGS
+dict with the same ids and the same placeholders, added to MESSAGES
 (tests/test_grade_messages.py fails if a message exists in one language only).
 JSON output stays language-neutral: message ids with their fields, plus the
 English text. Nothing here imports the worker or runs anything.
 """
 import os
 
-LANGS = ("en",)
 DEFAULT_LANG = "en"
 
 EN = {
@@ -330,6 +329,7 @@ EN = {
 }
 
 MESSAGES = {"en": EN}
+LANGS = tuple(MESSAGES)
 
 
 def choose_lang(environ=None):
