@@ -63,6 +63,7 @@ EN = {
     "phase.intake": "intake",
     "phase.publisher-exit": "publisher #{n} (exit {status})",
     "phase.publisher-error": "publisher #{n} ({error})",
+    "phase.publisher-timed-out": "publisher #{n} (timed out after {seconds} s)",
 
     # The command line.
     "cli.description": "Prove 'two deliveries, one application' with real processes, and grade a worker module.",

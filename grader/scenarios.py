@@ -20,6 +20,16 @@ def who(role, **fields):
     return msg("who." + role, **fields)
 
 
+def phase(run, n):
+    """The evidence table's name for what publisher #n did: its exit status, its error, or its timeout."""
+    error = run.first("error")
+    if run.timed_out is not None:
+        return msg("phase.publisher-timed-out", n=n, seconds="%g" % run.timed_out)
+    if error:
+        return msg("phase.publisher-error", n=n, error=error["type"])
+    return msg("phase.publisher-exit", n=n, status=run.status)
+
+
 def scenario_crash_after_ack(g):
     work = g.workdir()
     source, sink_db = os.path.join(work, "source.db"), os.path.join(work, "sink.db")
@@ -29,13 +39,13 @@ def scenario_crash_after_ack(g):
     expect(row["order"] and row["outbox"] == "pending", msg("crash.taken-in"), msg("plain", text=repr(row)))
     with g.sink(sink_db) as sink:
         first = g.run(who("publisher-n", n=1), "publish", "--db", source, "--url", sink.url, "--crash-after-ack")
-        row = story.observe(msg("phase.publisher-exit", n=1, status=first.status), ack=acks(first))
+        row = story.observe(phase(first, 1), ack=acks(first))
         expect(first.status == PUBLISHER_CRASH, msg("crash.dies", status=PUBLISHER_CRASH), first.summary())
         expect(row["outbox"] == "pending", msg("crash.still-pending"), msg("outbox.is", outbox=row["outbox"]))
         expect(row["inventory"] == 7 and row["deliveries"] == ["applied"], msg("crash.applied-once"),
                msg("inventory-deliveries", inventory=row["inventory"], deliveries=repr(row["deliveries"])))
         second = g.run(who("publisher-n", n=2), "publish", "--db", source, "--url", sink.url)
-        row = story.observe(msg("phase.publisher-exit", n=2, status=second.status), ack=acks(second))
+        row = story.observe(phase(second, 2), ack=acks(second))
         need_ok(second)
     expect(row["deliveries"] == ["applied", "duplicate"], msg("crash.two-deliveries"),
            msg("deliveries.are", deliveries=repr(row["deliveries"])))
@@ -53,15 +63,12 @@ def scenario_dropped_response(g):
     story.observe(msg("phase.intake"))
     with g.sink(sink_db, fault="drop-after-commit") as sink:
         first = g.run(who("publisher-n", n=1), "publish", "--db", source, "--url", sink.url)
-        error = first.first("error")
-        phase = (msg("phase.publisher-error", n=1, error=error["type"]) if error
-                 else msg("phase.publisher-exit", n=1, status=first.status))
-        row = story.observe(phase, ack=acks(first))
+        row = story.observe(phase(first, 1), ack=acks(first))
         error = delivery_error(first, msg("dropped.fails"))
         expect(row["outbox"] == "pending", msg("dropped.pending"), msg("outbox.is", outbox=row["outbox"]))
         expect(row["inventory"] == 7, msg("dropped.committed"), msg("inventory.is", inventory=row["inventory"]))
         second = g.run(who("publisher-n", n=2), "publish", "--db", source, "--url", sink.url)
-        row = story.observe(msg("phase.publisher-exit", n=2, status=second.status), ack=acks(second))
+        row = story.observe(phase(second, 2), ack=acks(second))
         need_ok(second)
     expect(row["deliveries"] == ["applied", "duplicate"], msg("dropped.duplicate"),
            msg("deliveries.are", deliveries=repr(row["deliveries"])))

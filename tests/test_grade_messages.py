@@ -9,6 +9,7 @@ import glob
 import os
 import re
 import shutil
+import stat
 import string
 import subprocess
 import sys
@@ -161,6 +162,9 @@ class ReadOnlyCheckoutTest(TempDirTestCase):
         with open(os.path.join(self.path("mutant"), "outbox", "store.py"), encoding="utf-8") as f:
             self.assertIn("ORDER BY event_id", f.read())
         self.assertTrue(os.path.isfile(worker))
+        # Checked by mode, not by a failed write: root may write to a read-only file anyway.
+        for name in ("store.py", "event.py"):
+            self.assertTrue(os.stat(os.path.join(self.path("mutant"), "outbox", name)).st_mode & stat.S_IWUSR, name)
 
 
 def pyenv_python(version):
