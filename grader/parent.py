@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 from .common import MARK, SNACK, Fail, expect, msg, read_only, wrong_class
 
