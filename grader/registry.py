@@ -1,6 +1,6 @@
 """Every check of the grader, each defined once: its name, what it proves, what it needs, what runs it.
 
-`--list`, the README's table of checks (tests/test_grade.py compares them),
+`--list`, the README's table of checks (tests/test_grade_messages.py compares them),
 the order of the report and the children's imports all come from CHECKS.
 The slow ones come early, so that they start first when checks run in parallel.
 What a check proves is the message "proves.<name>" in messages.py.
