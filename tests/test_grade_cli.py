@@ -89,10 +89,10 @@ class GradeCommandLineTest(TempDirTestCase):
         wait_until(lambda: children_running(worker), what="the grader's children")
         return proc, worker, tmp
 
-    def test_sigterm_and_sighup_stop_children_and_remove_temporary_files(self):
+    def test_signals_stop_children_and_remove_temporary_files(self):
         if not os.path.isdir("/proc"):
             self.skipTest("finding the grader's children needs /proc")
-        for signum, exit_status in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
+        for signum, exit_status in ((signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)):
             with self.subTest(signal=signum):
                 proc, worker, tmp = self.start_hanging_grader()
                 proc.send_signal(signum)
