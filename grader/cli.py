@@ -148,7 +148,12 @@ def not_a_module(path):
 def language(argv):
     """The --lang given, if any and known, else the environment's: needed before the parser exists."""
     for i, arg in enumerate(argv):
-        value = arg.split("=", 1)[1] if arg.startswith("--lang=") else argv[i + 1] if arg == "--lang" and i + 1 < len(argv) else None
+        if arg.startswith("--lang="):
+            value = arg.split("=", 1)[1]
+        elif arg == "--lang" and i + 1 < len(argv):
+            value = argv[i + 1]
+        else:
+            continue
         if value in LANGS:
             return value
     return choose_lang()
