@@ -35,8 +35,9 @@ def say(kind, **fields):
     sys.stdout.flush()
 
 
-def say_error(exc):
-    say("error", type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc))
+def say_error(exc, stage=None):
+    """Report an exception; `stage` "dispatch" when dispatch raised it (so the delivery rules apply to it)."""
+    say("error", type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc), stage=stage)
 
 
 def json_value(value):
@@ -139,7 +140,7 @@ def role_publish(impl, args):
     try:
         marked = impl.dispatch(con, send, after_delivery=crash if args.crash_after_ack else None)
     except Exception as exc:
-        say_error(exc)
+        say_error(exc, stage="dispatch")
         sys.exit(1)
     say("done", marked=json_value(marked))
 

@@ -460,7 +460,8 @@ def need_ok(run):
 def delivery_error(run, expected):
     """The child's error line, which must be a DeliveryError (by class name, anywhere in its MRO)."""
     error = run.first("error")
-    expect(run.status == 1 and error is not None, expected, run.summary())
+    # An error before dispatch (init_store, intake) is no failed delivery: say what raised it instead.
+    expect(run.status == 1 and error is not None and error.get("stage") == "dispatch", expected, run.summary())
     expect("DeliveryError" in error["mro"], expected,
            wrong_class("DeliveryError", error["type"], error["mro"], error["message"]))
     return error
