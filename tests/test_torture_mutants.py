@@ -9,11 +9,11 @@ import os
 import shutil
 
 from tests.support import ROOT, TempDirTestCase
-from tests.test_grade import MUTANTS, make_mutant
+from tests.grade_mutants import MUTANTS, make_mutant
 from tests.test_torture import run_two_at_a_time
 from tests.torture import matrix, points
 
-# (mistake in test_grade.MUTANTS, the run that must catch it, words of the violation it must report)
+# (mistake in grade_mutants.MUTANTS, the run that must catch it, words of the violation it must report)
 CAUGHT = (
     ("sent=1 saved before sending", ("in-send", points.EXIT, 1), "is marked sent but the sink never applied it"),
     ("sink without dedup", ("after-ack", points.EXIT, 1), "was applied 2 times"),
@@ -29,7 +29,7 @@ class MutantsAreCaughtTest(TempDirTestCase):
         for number, (mistake, (key, mode, index), _) in enumerate(CAUGHT):
             root = self.path("mutant-%d" % number)
             path, edits = mutants[mistake]
-            make_mutant(root, edits, path)
+            make_mutant(root, mistake, edits, path)
             shutil.copytree(os.path.join(ROOT, "tests"), os.path.join(root, "tests"),
                             ignore=shutil.ignore_patterns("__pycache__"))
             calls.append(functools.partial(

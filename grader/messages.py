@@ -1,0 +1,358 @@
+"""Every line the grader prints for a person, in each language it speaks, and the one way to render one.
+
+MESSAGES maps a language to {message id: text with {field} placeholders}.
+Only "en" exists today; adding a language is a pure data change: a second
+dict with the same ids and the same placeholders, added to MESSAGES
+(tests/test_grade_messages.py fails if a message exists in one language only).
+JSON output stays language-neutral: message ids with their fields, plus the
+English text. Nothing here imports the worker or runs anything.
+"""
+import os
+
+DEFAULT_LANG = "en"
+
+EN = {
+    # What each check proves: --list, the README table and the report share these.
+    "proves.crash-after-ack": "A publisher killed by `os._exit(73)` in `after_delivery`, right after a verified ACK, leaves snack-7 pending while the sink holds inventory 7; a new publisher process delivers it again, the sink logs `applied` then `duplicate`, inventory stays 7, snack-7 ends sent.",
+    "proves.dropped-response": "The sink commits, then closes the connection without a response: the publisher fails with a `DeliveryError`, snack-7 stays pending with inventory 7; a new publisher gets a duplicate ACK and marks it sent.",
+    "proves.untrusted-ack": "A wrong-id ACK, an oversized response, `\"ack\": \"true\"` and a 302 redirect (to a trap that answers a perfect ACK, and must see nothing) each leave the item pending, with the reason named.",
+    "proves.proxy-ignored": "`HTTP_PROXY` and `http_proxy` point at a trap that must see nothing; delivery goes direct.",
+    "proves.url-rule": "`send_http` raises `ValueError` before any socket is made for a non-loopback address, a DNS name, `https`, another path, user info, a query, a fragment: an audit hook refuses every socket and name lookup while it runs, and a loopback trap must see nothing.",
+    "proves.send-timeout": "`send_http(url, event, timeout=1)` against a grader-owned sink that trickles a perfect ACK one byte every 0.2 s (over 10 s in all) raises a `DeliveryError` within 3 s: the timeout bounds the whole exchange, not each read.",
+    "proves.seq-order": "`z` before `a`, two intakes in one second, and one made while the clock reads 10 s earlier all come out in intake order; limits 0, 17, `True`, `\"16\"` refused; `pending` changes no row and no `data_version`.",
+    "proves.pending-cost": "`pending(con, 16)` costs about the same with 20,000 sent rows as with 10 (best of many runs, at most 5x): it must not scan sent rows (a partial index `WHERE sent = 0`, or an index on `(sent, seq)`). The grader adds the sent rows by copying one of your rows with its own connection.",
+    "proves.stop-on-first-failure": "A acked, B raises, C never sent; B's own exception object reaches the caller; a second call sends B then C.",
+    "proves.no-lock-during-send": "From inside `send`, a second connection with `busy_timeout` 0 runs `BEGIN IMMEDIATE` and an intake.",
+    "proves.callback-mutation": "The callback rewrites the id to the next pending id; the selected item is marked, the other is not.",
+    "proves.exact-ack": "`1`, `\"ok\"`, `None` and `{{\"ack\": True}}` returned by `send` are not ACKs.",
+    "proves.conflict": "The same id with another payload gets 409; inventory and the outbox row are untouched.",
+    "proves.conflict-committed": "`receive` of the same id with another qty raises `Conflict`, and while that exception propagates a separate read-only connection already sees the `conflict` row in `deliveries` (committed before raising); inventory unchanged.",
+    "proves.validate-event": "Valid events (names of 1 and 64 characters, qty 1 and 1,000,000) come back as equal, new dicts; a bool, float or str `qty`, 0, 1,000,001, names of 0 or 65 characters, a trailing newline, non-ASCII letters and digits, a bad first character, an extra or a missing key are each a `ValueError` whose message names the field.",
+    "proves.intake-idempotent": "`outbox.payload` holds the JSON of the event; the same event again returns the same seq and writes nothing; the same id with another payload raises `Conflict` and writes nothing.",
+    "proves.mark-sent": "`mark_sent` returns True, then False for the same id; an unknown id raises `KeyError`; only that row is marked.",
+    "proves.intake-atomic": "The intake process dies right after its first COMMIT: the order row and its outbox row are both there, never one without the other.",
+    "proves.receive-atomic": "The sink dies inside receive's transaction (nothing applied) or right after its first COMMIT (the whole receipt applied); after a restart the inventory is 7 either way.",
+    "proves.wrong-database": "`init_store` on a sink DB and `init_sink` on a source DB each raise `WrongDatabase` and leave the file byte-for-byte unchanged.",
+    "proves.durability": "Both DBs are in WAL mode (read by the grader's own connection) and the connections `init_store` and `init_sink` return use `synchronous=FULL` (a per-connection setting, so it is read on the worker's own connection).",
+
+    # The report.
+    "report.grading": "grading {impl}",
+    "report.expected": "{verdict} {name:<22} expected: {expected}",
+    "report.observed": "     {blank:<22} observed: {observed}",
+    "verdict.pass": "PASS",
+    "verdict.fail": "FAIL",
+    "verdict.error": "ERROR",
+    "report.kept": "temporary DBs kept in {path}",
+    "report.seconds": "graded in {seconds}s",
+    "report.totals": "grade: {passed} passed, {failed} failed",
+    "report.totals-errors": "grade: {passed} passed, {failed} failed, {errors} grader errors",
+    "report.hint-debug": "hint: a grader error is the grader's own fault, not your worker's; run again with --debug for its traceback",
+    "evidence.title": "Evidence for snack-7, {name} (each row a separate observation; none proves the next):",
+    "evidence.observation": "observation",
+    "evidence.after": "after {phase}",
+    "evidence.order": "order row (source)",
+    "evidence.outbox": "outbox (source)",
+    "evidence.inbox": "inbox row (sink)",
+    "evidence.deliveries": "deliveries (sink)",
+    "evidence.ack": "ACK seen (publisher)",
+    "evidence.inventory": "inventory snack (sink)",
+    "evidence.none": "none",
+    "evidence.not-sent": "-",
+    "present": "present",
+    "absent": "absent",
+    "phase.intake": "intake",
+    "phase.publisher-exit": "publisher #{n} (exit {status})",
+    "phase.publisher-error": "publisher #{n} ({error})",
+    "phase.publisher-timed-out": "publisher #{n} (timed out after {seconds} s)",
+
+    # The command line.
+    "cli.description": "Prove 'two deliveries, one application' with real processes, and grade a worker module.",
+    "cli.help.impl": "worker module to grade (default: this kit, %(default)s)",
+    "cli.help.only": "run only this check (repeatable): {names}",
+    "cli.help.json": "print a machine-readable report instead of text",
+    "cli.help.timeout": "time bound of each child process step, in seconds (default: %(default)s)",
+    "cli.help.jobs": "checks run at once (default: %(default)s)",
+    "cli.help.keep": "keep the temporary DBs and print where they are",
+    "cli.help.list": "list the checks and exit",
+    "cli.help.lang": "language of the report: {langs} (default: from LC_ALL or LANG, else en)",
+    "cli.help.debug": "on a grader error, print its traceback",
+    "cli.help.version": "print the grader's version and exit",
+    "usage.unknown-check": "unknown check {name!r}; the checks are: {names}",
+    "usage.timeout": "--timeout must be more than 0 and at most 3600 seconds, got {value}",
+    "usage.jobs": "--jobs must be at least 1, got {value}",
+    "usage.no-impl": "--impl {path}: no such file",
+    "usage.not-module": "--impl {path} is not a Python module: {why}",
+    "usage.not-py": "its name does not end in .py",
+    "usage.not-text": "it is not UTF-8 text",
+    "usage.syntax": "line {line}: {error}",
+    "cli.interrupted": "grade.py: interrupted; stopping children and removing temporary files",
+    "check.grader-error": "grader error (not your worker's fault): {error}",
+    "cli.grader-error": "grade.py: grader error (not your worker's fault): {error}",
+
+    # Generic pieces.
+    "as-expected": "as expected",
+    "plain": "{text}",
+    "call.returned": "it returned normally",
+    "call.gave": "it returned {value}",
+    "sent-flags": "sent flags {flags}",
+    "status-body": "status {status}, body {body}",
+    "status.is": "status {status}",
+    "outbox.is": "outbox {outbox}",
+    "inventory.is": "inventory {inventory}",
+    "deliveries.are": "deliveries {deliveries}",
+    "inventory-deliveries": "inventory {inventory}, deliveries {deliveries}",
+    "inventory-outbox": "inventory {inventory}, outbox {outbox}",
+    "deliveries-inventory-outbox": "deliveries {deliveries}, inventory {inventory}, outbox {outbox}",
+    "trap.saw": "it saw {hits}",
+    "sink.saw": "it saw {hits}",
+    "check.runs": "the {name} check runs to its verdict",
+    "db.exists": "a DB file at {file}",
+    "db.no-such-file": "no such file",
+    "db.readable": "a readable DB",
+    "db.readable-after": "readable DBs after {phase}",
+    "db.source-unreadable": "source DB unreadable: {error}",
+    "db.sink-unreadable": "sink DB unreadable: {error}",
+    "grader.keeps-running": "the grader keeps running",
+    "grader.interrupted": "the grader was interrupted",
+    "grader.no-temp": "no writable temporary directory ({where}: {error}); set TMPDIR to a writable directory",
+
+    # The rules a worker must keep, named in failures.
+    "rule.exception-name": "{rule}; got {got}, whose bases are {bases} ({error})",
+    "rule.delivery-error": "a failed delivery must raise DeliveryError or a subclass (the grader goes by class name)",
+    "rule.conflict": "a conflicting payload must raise Conflict or a subclass (the grader goes by class name)",
+    "rule.value-error": "a bad argument must raise ValueError or a subclass",
+    "rule.key-error": "an unknown id must raise KeyError or a subclass",
+    "rule.wrong-database": "the other side's DB must be refused with WrongDatabase or a subclass (the grader goes by class name)",
+    "rule.payload": "outbox.payload holds the JSON of the event: one object with id, sku and qty",
+    "payload.got": "the payload is {payload}",
+
+    # Who a child is, in summaries.
+    "who.intake": "the intake",
+    "who.publisher": "the publisher",
+    "who.publisher-n": "publisher #{n}",
+    "who.publisher-case": "the publisher ({case})",
+    "who.publisher-restarted": "the publisher (restarted sink)",
+    "who.sender": "the sender",
+    "who.check": "the {name} check",
+    "run.timed-out": "{what} timed out after {seconds} s (killed)",
+    "run.verdict": "{what}: expected {expected}; observed {observed}",
+    "run.raised": "{what} raised {error}",
+    "run.exit": "{what} exited with status {status}",
+    "run.exit-said": "{what} exited with status {status}: {said}",
+    "run.succeeds": "{what} succeeds",
+
+    # Loading the worker.
+    "impl.imports": "{path} imports cleanly",
+    "impl.import-failed": "import failed: {error}",
+    "impl.defines": "the worker defines {names}",
+    "impl.missing": "missing function(s): {names}",
+    "impl.connection": "{opener} returns a sqlite3.Connection",
+    "impl.returned": "it returned {value}",
+    "sink.said": "sink process: {observed}",
+    "sink.starts": "the sink process starts and listens",
+    "sink.raised": "it raised {error}",
+    "sink.listens": "the sink process listens within {seconds}s",
+    "sink.no-address": "it printed no address ({tail})",
+
+    # crash-after-ack
+    "crash.taken-in": "snack-7 taken in: order row and pending outbox row",
+    "crash.dies": "publisher #1 dies in after_delivery with status {status}",
+    "crash.still-pending": "after the crash snack-7 is still pending in the source",
+    "crash.applied-once": "the sink applied snack-7 once: inventory 7",
+    "crash.two-deliveries": "the sink saw 2 deliveries: applied, then duplicate",
+    "crash.still-7": "inventory still 7 after the second delivery",
+    "crash.sent": "snack-7 sent after publisher #2",
+    "crash-after-ack.passed": "exit {status} after the ACK; pending + inventory 7; then 2 deliveries, 1 application, sent",
+    # dropped-response
+    "dropped.fails": "publisher #1 fails with a DeliveryError (no response)",
+    "dropped.pending": "snack-7 stays pending",
+    "dropped.committed": "the sink committed the receipt: inventory 7",
+    "dropped.duplicate": "applied, then a duplicate ACK",
+    "dropped.sent": "inventory 7 and snack-7 sent",
+    "dropped.observed": "{error}; then deliveries {deliveries}, inventory {inventory}, outbox {outbox}",
+    "dropped-response.passed": "no response after commit: error, pending, inventory 7; reconnect: duplicate ACK, sent",
+    # untrusted-ack
+    "case.wrong-id": "wrong id",
+    "case.oversized": "oversized",
+    "case.ack-string": "\"ack\": \"true\"",
+    "case.redirect": "redirect",
+    "untrusted.fails": "{case}: dispatch fails with a DeliveryError",
+    "untrusted.pending": "{case}: snack-7 stays pending",
+    "untrusted.trap-empty": "the redirect target sees no request",
+    "untrusted-ack.passed": "wrong-id, oversized, \"ack\": \"true\" and redirected ACKs leave snack-7 pending",
+    # proxy-ignored
+    "proxy.trap-empty": "the proxy trap sees nothing",
+    "proxy.direct": "the sink got the request directly",
+    "proxy.sent": "snack-7 sent",
+    "proxy.observed": "trap 0 requests, sink 1, snack-7 sent",
+    "proxy-ignored.passed": "HTTP_PROXY and http_proxy point at a trap; delivery goes direct",
+    # url-rule
+    "url.refused": "send_http({url}) raises ValueError before any socket is made (the URL rule: http://<loopback>[:port]/events only)",
+    "url.socket": "it reached {event} first (the grader's audit hook refused it)",
+    "url.trap-empty": "the loopback trap sees no connection",
+    "url.trap-hit": "the trap was connected to",
+    "url-rule.passed": "{count} bad URLs each refused with ValueError before any socket or name lookup",
+    # send-timeout
+    "timeout.bounded": "send_http with timeout={timeout} raises a DeliveryError within {bound} s against a sink that trickles its ACK over {trickle} s (the timeout bounds the whole exchange)",
+    "timeout.returned": "it returned {result} after {seconds} s",
+    "timeout.took": "it took {seconds} s ({error})",
+    "timeout.observed": "{error} after {seconds} s",
+    # seq-order
+    "seq.order": "pending in intake (seq) order z, a, m",
+    "seq.dicts": "events as dicts with exactly id, sku, qty",
+    "seq.gave": "pending gave {got}",
+    "seq.limit-one": "pending(con, 1) gives only z, again",
+    "seq.read-only": "pending changes nothing (outbox rows and data_version)",
+    "seq.changed": "the outbox changed while only pending ran",
+    "seq.bad-limit": "limit {limit} refused with ValueError",
+    "seq-order.passed": "seq order z, a, m over id and clock order; limits 0, 17, True, '16' refused; pending read-only",
+    # pending-cost
+    "cost.template": "mark_sent marks the template row: True",
+    "cost.copy": "the grader copies your sent row to make {count} sent rows",
+    "cost.pending": "with {count} sent rows pending gives the 4 late events in seq order",
+    "cost.flat": "pending(16) with {many} sent rows at most {ratio}x as slow as with {few} (pending must not scan sent rows: a partial index WHERE sent = 0, or an index on (sent, seq))",
+    "cost.timings": "best of many: {few} sent rows {few_ms} ms, {many} sent rows {many_ms} ms ({ratio}x)",
+    "pending-cost.passed": "pending(16) costs about the same with 20,000 sent rows as with 10",
+    # stop-on-first-failure
+    "stop.b-not-marked": "B not marked sent before its send returned",
+    "stop.b-marked": "B was already sent=1 while send ran",
+    "stop.error-out": "B's exception reaches the caller",
+    "stop.swallowed": "dispatch returned normally (the error was swallowed)",
+    "stop.same-error": "B's own exception object reaches the caller",
+    "stop.other-error": "got {error} instead",
+    "stop.calls": "send called for A and B, never C",
+    "stop.called": "send was called for {ids}",
+    "stop.flags": "A sent; B and C pending",
+    "stop.resumes": "a second call resumes at B, then C",
+    "stop.sent": "it sent {ids}",
+    "stop.all-sent": "all sent, second call returns 2",
+    "stop.flags-returned": "flags {flags}, returned {marked}",
+    "stop-on-first-failure.passed": "A sent, B's exception out unchanged, C untouched; the next call sends B then C",
+    # no-lock-during-send
+    "lock.outside": "dispatch's own connection is outside any transaction while send runs",
+    "lock.in-transaction": "con.in_transaction is True inside send",
+    "lock.begin": "a second connection can BEGIN IMMEDIATE while send runs",
+    "lock.could-not": "it could not: {error}",
+    "lock.intake": "an intake on a second connection succeeds while send runs",
+    "lock.intake-failed": "it failed: {error}",
+    "lock.sent-once": "send ran once, for 'first'",
+    "lock.sent-for": "send ran for {ids}",
+    "lock.flags": "first sent; the order taken in during send pending",
+    "no-lock-during-send.passed": "BEGIN IMMEDIATE and an intake on a second connection (busy_timeout 0) succeed inside send",
+    # callback-mutation
+    "mutation.flags": "the selected item B marked, C still pending",
+    "callback-mutation.passed": "the callback rewrote B's id to C; B marked, C pending",
+    # exact-ack
+    "ack.raises": "send returning {result} is no ACK: dispatch raises",
+    "ack.returned": "dispatch returned normally",
+    "ack.pending": "send returning {result} leaves the item pending",
+    "exact-ack.passed": "1, 'ok', None and {{'ack': True}} from send are not ACKs",
+    # conflict
+    "conflict.first-200": "snack-7 (qty 7) is applied: 200",
+    "conflict.publish-fails": "publishing snack-7 with qty 9 fails with a DeliveryError",
+    "conflict.409": "the same id with another payload gets 409",
+    "conflict.inventory": "inventory untouched: 7",
+    "conflict.outbox-untouched": "the qty-9 outbox row untouched and pending",
+    "conflict.observed": "409 {body}; deliveries {deliveries}",
+    "conflict.passed": "409 for snack-7 with qty 9; inventory 7; the outbox row pending",
+    # conflict-committed
+    "conflict.applied": "receive(snack-7) returns \"applied\"",
+    "conflict.raises": "receive(snack-7 with qty 9) raises Conflict",
+    "conflict.logged": "while Conflict propagates, another connection already sees deliveries applied, conflict (the conflict committed before raising)",
+    "conflict.deliveries": "deliveries {outcomes}",
+    "conflict.qty": "inventory {qty}",
+    "conflict-committed.passed": "Conflict raised after the conflict row was committed; inventory 7",
+    # validate-event
+    "validate.valid": "{event} comes back as an equal, NEW dict",
+    "validate.got": "got {got}",
+    "validate.refused": "{event} ({rule}) refused with a ValueError",
+    "validate.names": "the error for {event} names {field!r}",
+    "validate.message": "message: {message}",
+    "validate-event.passed": "valid events copied at the boundaries; {count} broken ones refused, each naming its field",
+    "bad.bool": "a bool qty",
+    "bad.zero": "qty 0",
+    "bad.too-many": "qty 1,000,001",
+    "bad.str-qty": "a str qty",
+    "bad.float": "a float qty",
+    "bad.empty": "an empty name",
+    "bad.65": "65 characters",
+    "bad.space": "a space",
+    "bad.first": "a first character that is no letter or digit",
+    "bad.newline": "a trailing newline",
+    "bad.non-ascii-letter": "a non-ASCII letter",
+    "bad.non-ascii-digit": "a non-ASCII digit",
+    "bad.int-id": "an int id",
+    "bad.slash": "a slash",
+    "bad.extra": "an extra key",
+    "bad.missing": "a missing key",
+    "bad.not-dict": "not a dict",
+    # intake-idempotent
+    "idem.same-seq": "the same event again returns the same seq {seq}",
+    "idem.returned": "it returned {value}",
+    "idem.conflict": "another payload for 'dup' raises Conflict",
+    "idem.nothing-written": "neither the repeat nor the conflict wrote a row",
+    "idem.changed": "orders/outbox changed",
+    "intake-idempotent.passed": "payload is the event's JSON; same event: same seq, nothing written; another payload: Conflict, nothing written",
+    # mark-sent
+    "mark.true-false": "mark_sent gives True, then False",
+    "mark.gave": "it gave {first}, then {second}",
+    "mark.only-b": "only b is sent",
+    "mark.unknown": "an unknown id raises KeyError",
+    "mark.unknown-nothing": "the unknown id changed nothing",
+    "mark-sent.passed": "True, then False, KeyError for an unknown id; only that row marked",
+    # intake-atomic
+    "atomic.intake-dies": "the intake process dies right after its first COMMIT (status {status})",
+    "atomic.both": "the first commit holds both the order and its outbox row",
+    "atomic.rows": "order row {order}, outbox {outbox}",
+    "atomic.observed": "order present, outbox pending",
+    "intake-atomic.passed": "a crash right after intake's first COMMIT leaves order and outbox row together",
+    # receive-atomic
+    "receive.sink-exits": "{fault}: the sink process exits with {status}",
+    "receive.no-ack": "{fault}: the publisher gets no ACK",
+    "receive.whole": "{fault}: the whole receipt, committed",
+    "receive.nothing": "{fault}: nothing applied",
+    "receive.rows": "inbox row {inbox}, deliveries {deliveries}, inventory {inventory}",
+    "receive.restarted": "{fault}, then a restarted sink: inventory 7",
+    "receive-atomic.passed": "a sink crash inside receive applies all or nothing; after a restart inventory is 7",
+    "post.answer": "an HTTP answer from the sink",
+    # wrong-database
+    "wrongdb.refused": "{opener} on a {kind} DB raises WrongDatabase",
+    "wrongdb.opened": "it opened the file",
+    "wrongdb.unchanged": "{opener} leaves the {kind} DB byte-for-byte unchanged",
+    "wrongdb.changed": "the file changed",
+    "wrong-database.passed": "init_store refuses a sink DB and init_sink a source DB, each with WrongDatabase, files unchanged",
+    # durability
+    "durable.wal": "the DB {opener} creates is in WAL mode (read by the grader's own connection)",
+    "durable.mode": "journal_mode is {mode}",
+    "durable.full": "the connection {opener} returns uses synchronous=FULL (synchronous is per connection)",
+    "durable.level": "synchronous is {level}",
+    "durability.passed": "both DBs in WAL mode; both connections synchronous=FULL",
+}
+
+MESSAGES = {"en": EN}
+LANGS = tuple(MESSAGES)
+
+
+def choose_lang(environ=None):
+    """The default language: ja (once it exists) when LC_ALL, else LANG, begins with "ja"; else en."""
+    environ = os.environ if environ is None else environ
+    locale = environ.get("LC_ALL") or environ.get("LANG") or ""
+    for lang in LANGS:
+        if lang != DEFAULT_LANG and locale.startswith(lang):
+            return lang
+    return DEFAULT_LANG
+
+
+def text(lang, message_id, **fields):
+    """The message `message_id` in `lang`, its {field} placeholders filled (fields may be messages)."""
+    return render({"id": message_id, "fields": fields}, lang)
+
+
+def render(message, lang):
+    """Render a message dict {"id", "fields"}; a field that is itself a message is rendered first."""
+    fields = {}
+    for name, value in message["fields"].items():
+        if isinstance(value, dict) and "id" in value and "fields" in value:
+            value = render(value, lang)
+        fields[name] = value
+    return MESSAGES[lang][message["id"]].format(**fields)

@@ -1,0 +1,46 @@
+"""Every check of the grader, each defined once: its name, what it proves, what it needs, what runs it.
+
+`--list`, the README's table of checks (tests/test_grade_messages.py compares them),
+the order of the report and the children's imports all come from CHECKS.
+The slow ones come early, so that they start first when checks run in parallel.
+What a check proves is the message "proves.<name>" in messages.py.
+"""
+import collections
+
+from . import child, scenarios
+
+Check = collections.namedtuple("Check", "name proves needs run")
+
+STORE = ("init_store", "intake")
+PUBLISH = STORE + ("dispatch", "send_http")
+SINK = ("init_sink", "receive")
+
+
+def check(name, needs, run):
+    return Check(name, "proves." + name, tuple(needs), run)
+
+
+CHECKS = (
+    check("crash-after-ack", PUBLISH + SINK, scenarios.scenario_crash_after_ack),
+    check("dropped-response", PUBLISH + SINK, scenarios.scenario_dropped_response),
+    check("receive-atomic", PUBLISH + SINK, scenarios.scenario_receive_atomic),
+    check("untrusted-ack", PUBLISH, scenarios.scenario_untrusted_ack),
+    check("proxy-ignored", PUBLISH, scenarios.scenario_proxy_ignored),
+    check("url-rule", ("send_http",), scenarios.in_process(child.check_url_rule)),
+    check("send-timeout", ("send_http",), scenarios.scenario_send_timeout),
+    check("pending-cost", STORE + ("pending", "mark_sent"), scenarios.in_process(child.check_pending_cost)),
+    check("seq-order", STORE + ("pending",), scenarios.in_process(child.check_seq_order)),
+    check("stop-on-first-failure", STORE + ("dispatch",), scenarios.in_process(child.check_stop_on_first_failure)),
+    check("no-lock-during-send", STORE + ("dispatch",), scenarios.in_process(child.check_no_lock_during_send)),
+    check("callback-mutation", STORE + ("dispatch",), scenarios.in_process(child.check_callback_mutation)),
+    check("exact-ack", STORE + ("dispatch",), scenarios.in_process(child.check_exact_ack)),
+    check("conflict", PUBLISH + SINK, scenarios.scenario_conflict),
+    check("conflict-committed", SINK, scenarios.in_process(child.check_conflict_committed)),
+    check("validate-event", ("validate_event",), scenarios.in_process(child.check_validate_event)),
+    check("intake-idempotent", STORE, scenarios.in_process(child.check_intake_idempotent)),
+    check("mark-sent", STORE + ("mark_sent",), scenarios.in_process(child.check_mark_sent)),
+    check("intake-atomic", STORE, scenarios.scenario_intake_atomic),
+    check("wrong-database", ("init_store", "init_sink"), scenarios.in_process(child.check_wrong_database)),
+    check("durability", ("init_store", "init_sink"), scenarios.in_process(child.check_durability)),
+)
+NAMES = tuple(c.name for c in CHECKS)

@@ -1,0 +1,230 @@
+"""The checks the parent runs: stories across real processes that crash, and servers of the grader's own.
+
+Each scenario takes a CheckContext, starts children through it, observes the
+DBs read-only, and returns (expected, observed) messages or raises Fail. It
+never touches the worker: only the children do (child.py).
+"""
+import concurrent.futures
+import http.client
+import json
+import os
+import urllib.parse
+
+from .common import INTAKE_CRASH, PUBLISHER_CRASH, SINK_CRASH, SNACK, Fail, describe, expect, msg, wrong_class
+from .parent import (
+    FakeSink, TrickleSink, ack_body, acks, delivery_error, need_ok, observe_sink, observe_source, payload_event,
+)
+
+
+def who(role, **fields):
+    return msg("who." + role, **fields)
+
+
+def phase(run, n):
+    """The evidence table's name for what publisher #n did: its exit status, its error, or its timeout."""
+    error = run.first("error")
+    if run.timed_out is not None:
+        return msg("phase.publisher-timed-out", n=n, seconds="%g" % run.timed_out)
+    if error:
+        return msg("phase.publisher-error", n=n, error=error["type"])
+    return msg("phase.publisher-exit", n=n, status=run.status)
+
+
+def scenario_crash_after_ack(g):
+    work = g.workdir()
+    source, sink_db = os.path.join(work, "source.db"), os.path.join(work, "sink.db")
+    story = g.story(source, sink_db)
+    need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
+    row = story.observe(msg("phase.intake"))
+    expect(row["order"] and row["outbox"] == "pending", msg("crash.taken-in"), msg("plain", text=repr(row)))
+    with g.sink(sink_db) as sink:
+        first = g.run(who("publisher-n", n=1), "publish", "--db", source, "--url", sink.url, "--crash-after-ack")
+        row = story.observe(phase(first, 1), ack=acks(first))
+        expect(first.status == PUBLISHER_CRASH, msg("crash.dies", status=PUBLISHER_CRASH), first.summary())
+        expect(row["outbox"] == "pending", msg("crash.still-pending"), msg("outbox.is", outbox=row["outbox"]))
+        expect(row["inventory"] == 7 and row["deliveries"] == ["applied"], msg("crash.applied-once"),
+               msg("inventory-deliveries", inventory=row["inventory"], deliveries=repr(row["deliveries"])))
+        second = g.run(who("publisher-n", n=2), "publish", "--db", source, "--url", sink.url)
+        row = story.observe(phase(second, 2), ack=acks(second))
+        need_ok(second)
+    expect(row["deliveries"] == ["applied", "duplicate"], msg("crash.two-deliveries"),
+           msg("deliveries.are", deliveries=repr(row["deliveries"])))
+    expect(row["inventory"] == 7, msg("crash.still-7"), msg("inventory.is", inventory=row["inventory"]))
+    expect(row["outbox"] == "sent", msg("crash.sent"), msg("outbox.is", outbox=row["outbox"]))
+    return msg("crash-after-ack.passed", status=PUBLISHER_CRASH), msg(
+        "deliveries-inventory-outbox", deliveries=repr(row["deliveries"]), inventory=row["inventory"], outbox=row["outbox"])
+
+
+def scenario_dropped_response(g):
+    work = g.workdir()
+    source, sink_db = os.path.join(work, "source.db"), os.path.join(work, "sink.db")
+    story = g.story(source, sink_db)
+    need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
+    story.observe(msg("phase.intake"))
+    with g.sink(sink_db, fault="drop-after-commit") as sink:
+        first = g.run(who("publisher-n", n=1), "publish", "--db", source, "--url", sink.url)
+        row = story.observe(phase(first, 1), ack=acks(first))
+        error = delivery_error(first, msg("dropped.fails"))
+        expect(row["outbox"] == "pending", msg("dropped.pending"), msg("outbox.is", outbox=row["outbox"]))
+        expect(row["inventory"] == 7, msg("dropped.committed"), msg("inventory.is", inventory=row["inventory"]))
+        second = g.run(who("publisher-n", n=2), "publish", "--db", source, "--url", sink.url)
+        row = story.observe(phase(second, 2), ack=acks(second))
+        need_ok(second)
+    expect(row["deliveries"] == ["applied", "duplicate"], msg("dropped.duplicate"),
+           msg("deliveries.are", deliveries=repr(row["deliveries"])))
+    expect(row["inventory"] == 7 and row["outbox"] == "sent", msg("dropped.sent"),
+           msg("inventory-outbox", inventory=row["inventory"], outbox=row["outbox"]))
+    return msg("dropped-response.passed"), msg("dropped.observed", error=error["message"], deliveries=repr(row["deliveries"]),
+                                               inventory=row["inventory"], outbox=row["outbox"])
+
+
+JSON_HEADERS = [("Content-Type", "application/json")]
+UNTRUSTED = (
+    ("wrong-id", lambda event_id: (200, JSON_HEADERS, ack_body("someone-else"))),
+    ("oversized", lambda event_id: (200, JSON_HEADERS, ack_body(event_id, pad="x" * 5000))),
+    ("ack-string", lambda event_id: (200, JSON_HEADERS, json.dumps({"ack": "true", "id": event_id}).encode())),
+)
+
+
+def scenario_untrusted_ack(g):
+    work = g.workdir()
+    reasons = []
+    # The trap answers with a perfect ACK for snack-7: only not asking it keeps the item pending.
+    with FakeSink(lambda event_id: (200, [], ack_body(SNACK["id"]))) as trap:
+        cases = list(UNTRUSTED)
+        # 302: the redirect that a default urllib opener follows, even for a POST (as a GET).
+        cases.append(("redirect", lambda event_id: (302, [("Location", trap.url())], b"")))
+        for name, answer in cases:
+            with FakeSink(answer) as fake:
+                source = os.path.join(work, name + ".db")
+                run = g.run(who("publisher-case", case=msg("case." + name)), "publish", "--db", source,
+                            "--url", fake.url(), "--events", json.dumps([SNACK]))
+                error = delivery_error(run, msg("untrusted.fails", case=msg("case." + name)))
+                state = observe_source(source, SNACK["id"])
+                expect(state.get("outbox") == "pending", msg("untrusted.pending", case=msg("case." + name)),
+                       msg("plain", text=repr(state)))
+                # The reason, without the "POST <url> for 'snack-7': " every message starts with.
+                reasons.append("%s -> %s" % (name, error["message"].split("': ", 1)[-1]))
+        expect(not trap.hits, msg("untrusted.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
+    return msg("untrusted-ack.passed"), msg("plain", text=" | ".join(reasons))
+
+
+def scenario_proxy_ignored(g):
+    source = os.path.join(g.workdir(), "source.db")
+    with FakeSink() as trap, FakeSink(lambda event_id: (200, JSON_HEADERS, ack_body(event_id))) as sink:
+        env = g.env(HTTP_PROXY=trap.url(""), http_proxy=trap.url(""))
+        run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url(), "--events", json.dumps([SNACK]), env=env)
+        expect(not trap.hits, msg("proxy.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
+        need_ok(run)
+        expect(len(sink.hits) == 1, msg("proxy.direct"), msg("sink.saw", hits=repr(sink.hits)))
+    state = observe_source(source, SNACK["id"])
+    expect(state.get("outbox") == "sent", msg("proxy.sent"), msg("plain", text=repr(state)))
+    return msg("proxy-ignored.passed"), msg("proxy.observed")
+
+
+def post(url, event, timeout):
+    """The grader's own POST to a sink; returns (status, body text) or raises Fail."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("POST", "/events", body=json.dumps(event).encode(), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read(4096).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as exc:
+        raise Fail(msg("post.answer"), msg("plain", text=describe(exc)))
+    finally:
+        conn.close()
+
+
+def scenario_conflict(g):
+    work = g.workdir()
+    source, sink_db = os.path.join(work, "source.db"), os.path.join(work, "sink.db")
+    other = dict(SNACK, qty=9)
+    with g.sink(sink_db) as sink:
+        status, body = post(sink.url, SNACK, g.timeout)
+        expect(status == 200, msg("conflict.first-200"), msg("status-body", status=status, body=body))
+        run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url, "--events", json.dumps([other]))
+        delivery_error(run, msg("conflict.publish-fails"))
+        status, body = post(sink.url, other, g.timeout)
+    expect(status == 409, msg("conflict.409"), msg("status-body", status=status, body=body))
+    snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
+    expect(snk.get("inventory") == 7, msg("conflict.inventory"), msg("plain", text=repr(snk)))
+    src = observe_source(source, SNACK["id"])
+    expect("error" not in src, msg("db.readable"), src.get("error"))
+    expect(src["outbox"] == "pending" and payload_event(src["payload"]).get("qty") == 9, msg("conflict.outbox-untouched"),
+           msg("plain", text=repr(src)))
+    return msg("conflict.passed"), msg("conflict.observed", body=body.strip()[:80], deliveries=repr(snk.get("deliveries")))
+
+
+SEND_TIMEOUT = 1  # the timeout the grader passes to send_http against the trickling sink
+SEND_GRACE = 2.0  # seconds past that timeout a send may still take (process and machine noise)
+
+
+def scenario_send_timeout(g):
+    with TrickleSink() as trickle:
+        run = g.run(who("sender"), "send", "--url", trickle.url(), "--send-timeout", str(SEND_TIMEOUT))
+        bound = SEND_TIMEOUT + SEND_GRACE
+        expected = msg("timeout.bounded", timeout=SEND_TIMEOUT, bound="%g" % bound, trickle="%g" % trickle.seconds())
+        sent = run.first("sent")
+        expect(sent is not None, expected, run.summary())
+        expect(sent["type"] is not None, expected, msg("timeout.returned", result=repr(sent["result"]),
+                                                       seconds="%g" % sent["seconds"]))
+        expect("DeliveryError" in sent["mro"], expected, wrong_class("DeliveryError", sent["type"], sent["mro"], sent["message"]))
+        expect(sent["seconds"] <= bound, expected, msg("timeout.took", seconds="%g" % sent["seconds"], error=sent["message"]))
+    return expected, msg("timeout.observed", seconds="%g" % sent["seconds"], error=sent["type"])
+
+
+def scenario_intake_atomic(g):
+    source = os.path.join(g.workdir(), "source.db")
+    run = g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK]), "--crash-after-first-commit")
+    expect(run.status == INTAKE_CRASH, msg("atomic.intake-dies", status=INTAKE_CRASH), run.summary())
+    state = observe_source(source, SNACK["id"])
+    expect("error" not in state, msg("db.readable"), state.get("error"))
+    expect(state["order"] and state["outbox"] == "pending", msg("atomic.both"),
+           msg("atomic.rows", order=msg("present" if state["order"] else "absent"), outbox=state["outbox"]))
+    return msg("intake-atomic.passed"), msg("atomic.observed")
+
+
+def scenario_receive_atomic(g):
+    work = g.workdir()
+    faults = (("crash-before-commit", False), ("crash-after-commit", True))
+    # The two faults touch separate files: run them side by side.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(faults)) as pool:
+        seen = list(pool.map(lambda fault: receive_crash(g, work, *fault), faults))
+    return msg("receive-atomic.passed"), msg("plain", text="; ".join(seen))
+
+
+def receive_crash(g, work, fault, whole):
+    """The sink dies at `fault`; `whole`: whether the receipt was committed by then. Then a restart delivers it."""
+    source, sink_db = os.path.join(work, fault + "-source.db"), os.path.join(work, fault + "-sink.db")
+    need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
+    with g.sink(sink_db, fault=fault) as sink:
+        run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url)
+        status = sink.wait_exit(g.timeout)
+    expect(status == SINK_CRASH, msg("receive.sink-exits", fault=fault, status=SINK_CRASH), msg("status.is", status=status))
+    expect(run.status == 1, msg("receive.no-ack", fault=fault), run.summary())
+    snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
+    expect("error" not in snk, msg("db.readable"), snk.get("error"))
+    want = {"inbox": whole, "deliveries": ["applied"] if whole else [], "inventory": 7 if whole else 0}
+    expect(snk == want, msg("receive.whole" if whole else "receive.nothing", fault=fault),
+           msg("receive.rows", inbox=msg("present" if snk["inbox"] else "absent"), deliveries=repr(snk["deliveries"]),
+               inventory=snk["inventory"]))
+    with g.sink(sink_db) as sink:
+        need_ok(g.run(who("publisher-restarted"), "publish", "--db", source, "--url", sink.url))
+    snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
+    expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), msg("plain", text=repr(snk)))
+    return "%s: %s" % (fault, ", ".join(snk["deliveries"]))
+
+
+def in_process(function):
+    """A scenario that runs `function` (a check of child.py, by name) in one child process."""
+    def scenario(g):
+        run = g.run(who("check", name=g.name), "check", "--check", function.__name__,
+                    "--db", os.path.join(g.workdir(), "source.db"))
+        verdict = run.first("verdict")
+        if run.status == 0 and verdict and verdict["ok"]:
+            return verdict["expected"], verdict["observed"]
+        if verdict and not verdict["ok"]:
+            raise Fail(verdict["expected"], verdict["observed"])
+        raise Fail(msg("check.runs", name=g.name), run.summary())
+    return scenario

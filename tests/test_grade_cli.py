@@ -1,0 +1,118 @@
+"""grade.py as a command line: usage errors, exit statuses, signals, pipes, any directory, no leftovers."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import unittest
+
+from tests.grade_mutants import GRADE, grade
+from tests.support import ROOT, TempDirTestCase, python_env, wait_until
+from tests.test_grade import children_running, stop
+
+
+class GradeCommandLineTest(TempDirTestCase):
+    def write_worker(self, body, name="worker.py"):
+        path = self.path(name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(body))
+        return path
+
+    def test_usage_errors_exit_2_with_one_line(self):
+        text_file = self.write_worker("just words\n", name="notes.txt")
+        broken = self.write_worker("def init_store(:\n", name="broken.py")
+        cases = (
+            (["-k", "no-such-check"], "unknown check"),
+            (["--impl", self.path("missing.py")], "no such file"),
+            (["--timeout", "0"], "--timeout must be more than 0 and at most 3600 seconds, got 0"),
+            (["--impl", text_file], "is not a Python module: its name does not end in .py"),
+            (["--impl", broken], "is not a Python module: line 1"),
+        )
+        for args, words in cases:
+            with self.subTest(args=args):
+                status, out, err = grade(*args)
+                self.assertEqual(status, 2, args)
+                self.assertIn("grade.py: error: ", err)
+                self.assertIn(words, err)
+                self.assertNotIn("Traceback", err)
+
+    def test_no_writable_temporary_directory_is_a_grader_error(self):
+        status, out, err = grade("-k", "exact-ack", env=python_env(TMPDIR=self.path("no-such-dir")))
+        self.assertEqual(status, 3, out + err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("grader error", err)
+        self.assertIn("TMPDIR", err)
+        self.assertNotIn("Traceback", err)
+
+    def test_runs_from_any_directory_and_leaves_nothing_behind(self):
+        tmp, cwd = self.path("tmp"), self.path("elsewhere")
+        os.mkdir(tmp)
+        os.mkdir(cwd)
+        status, out, err = grade("-k", "exact-ack", "-k", "conflict", cwd=cwd, env=python_env(TMPDIR=tmp))
+        self.assertEqual(status, 0, out + err)
+        self.assertEqual(os.listdir(tmp), [])
+        self.assertEqual(os.listdir(cwd), [])
+
+    def test_a_closed_stdout_ends_quietly_with_0(self):
+        proc = subprocess.Popen([sys.executable, GRADE, "-k", "exact-ack", "-k", "seq-order"], cwd=ROOT, env=python_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.addCleanup(stop, proc)
+        proc.stdout.readline()  # `| head -1`: read one line, then leave
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.stderr.close()
+        self.assertEqual(proc.wait(60), 0, err)
+        self.assertNotIn("Traceback", err)
+
+    def test_dev_mode_sees_no_resource_warning(self):
+        proc = subprocess.run(
+            [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", GRADE, "-k", "dropped-response", "-k", "receive-atomic",
+             "-k", "send-timeout", "-k", "untrusted-ack"],
+            cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertNotIn("ResourceWarning", proc.stderr)
+        self.assertNotIn("Exception ignored", proc.stderr)
+
+    def start_hanging_grader(self):
+        worker = self.write_worker('''
+            import time
+            def init_store(path):
+                time.sleep(3600)
+            intake = pending = mark_sent = dispatch = send_http = init_sink = receive = validate_event = init_store
+        ''')
+        tmp = self.path("tmp")
+        os.mkdir(tmp)
+        proc = subprocess.Popen([sys.executable, GRADE, "--impl", worker], cwd=ROOT, env=python_env(TMPDIR=tmp),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.addCleanup(stop, proc)
+        wait_until(lambda: children_running(worker), what="the grader's children")
+        return proc, worker, tmp
+
+    def test_signals_stop_children_and_remove_temporary_files(self):
+        if not os.path.isdir("/proc"):
+            self.skipTest("finding the grader's children needs /proc")
+        for signum, exit_status in ((signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)):
+            with self.subTest(signal=signum):
+                proc, worker, tmp = self.start_hanging_grader()
+                proc.send_signal(signum)
+                out, err = proc.communicate(timeout=30)
+                self.assertEqual(proc.returncode, exit_status)
+                self.assertIn("interrupted", err)
+                self.assertNotIn("Traceback", err)
+                self.assertEqual(children_running(worker), [])
+                self.assertEqual(os.listdir(tmp), [])
+                shutil.rmtree(tmp)
+
+    def test_children_end_when_the_grader_is_killed(self):
+        if not os.path.isdir("/proc"):
+            self.skipTest("finding the grader's children needs /proc")
+        proc, worker, tmp = self.start_hanging_grader()
+        proc.kill()  # SIGKILL: no handler runs; the children must notice on their own
+        proc.communicate(timeout=30)
+        wait_until(lambda: children_running(worker) == [], what="orphaned children to exit")
+
+
+
+if __name__ == "__main__":
+    unittest.main()
