@@ -4,9 +4,11 @@ Nothing here mocks sqlite3 or sockets; servers bind 127.0.0.1 port 0 and are
 shut down and joined by the test that started them.
 """
 import http.server
+import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -99,6 +101,24 @@ def reply(handler, status, body, headers=()):
         handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(body)
+
+
+def ev(event_id, sku="snack", qty=1):
+    """An event dict, as the API takes it."""
+    return {"id": event_id, "sku": sku, "qty": qty}
+
+
+def echo_ack(handler, body):
+    """A LoopbackServer handler that ACKs every event, as a sink would: 200 and its id."""
+    event = json.loads(body.decode())
+    reply(handler, 200, json.dumps({"ack": True, "id": event["id"], "result": "applied"}))
+
+
+def run_cli(package, *args, cwd=ROOT, env=None, timeout=60):
+    """Run `python -m PACKAGE ARGS` to its end (bounded); return the CompletedProcess, text mode."""
+    return subprocess.run([sys.executable, "-m", package] + list(args), cwd=cwd, env=env or python_env(),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=timeout)
 
 
 def python_env(**extra):
