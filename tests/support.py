@@ -3,11 +3,15 @@
 Nothing here mocks sqlite3 or sockets; servers bind 127.0.0.1 port 0 and are
 shut down and joined by the test that started them.
 """
+import http.client
 import http.server
 import json
 import os
+import queue
+import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -17,6 +21,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEADLINE = 10.0  # seconds any single wait in a test may take
+PYTHON = sys.executable
 
 
 def wait_until(predicate, timeout=DEADLINE, what="condition"):
@@ -138,4 +143,115 @@ def free_loopback_socket():
     return sock
 
 
-PYTHON = sys.executable
+# The sink over HTTP and as a process (test_sink_server, test_sink_cli).
+
+EVENT = {"id": "e1", "sku": "apple", "qty": 3}
+
+
+def body_of(event):
+    return json.dumps(event).encode("utf-8")
+
+
+def post(port, body, **options):
+    """One request on its own connection to 127.0.0.1; see post_to."""
+    return post_to("127.0.0.1", port, body, **options)
+
+
+def post_to(host, port, body, *, path="/events", method="POST", content_type="application/json", headers=None):
+    """One request on its own connection; return (status, response headers, decoded JSON body)."""
+    conn = http.client.HTTPConnection(host, port, timeout=DEADLINE)
+    try:
+        sent = {} if content_type is None else {"Content-Type": content_type}
+        sent.update(headers or {})
+        conn.request(method, path, body=body, headers=sent)
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, response, (json.loads(data.decode("ascii")) if data else None)
+    finally:
+        conn.close()
+
+
+def request_bytes(head_lines, body=b"", *, method="POST", target="/events"):
+    head = ["%s %s HTTP/1.1" % (method, target), "Host: 127.0.0.1"] + list(head_lines)
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def snapshot(path):
+    """Every row of the three sink tables, read through a fresh connection."""
+    con = sqlite3.connect(path)
+    try:
+        return {
+            "inbox": con.execute("SELECT * FROM inbox ORDER BY event_id").fetchall(),
+            "inventory": con.execute("SELECT * FROM inventory ORDER BY sku").fetchall(),
+            "deliveries": con.execute("SELECT * FROM deliveries ORDER BY seq").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+class Child:
+    """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline."""
+
+    def __init__(self, args, cwd, *, program=None):
+        command = ([PYTHON, "-c", program] if program is not None else [PYTHON, "-m", "sink"]) + list(args)
+        self.proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=python_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+        )
+        self._lines = queue.Queue()
+        self._stderr = []
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self._lines.put), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self._stderr.append), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream, put):
+        for line in stream:
+            put(line)
+        stream.close()
+
+    def line(self, timeout=DEADLINE):
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(
+                "no line from the child within %.1fs; stderr so far: %r" % (timeout, "".join(self._stderr))
+            ) from None
+
+    def port(self):
+        """Read the URL line the server prints once it listens; return its port."""
+        url = self.line().strip()
+        match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
+        if match is None:
+            raise AssertionError("expected http://127.0.0.1:PORT, got %r" % url)
+        return int(match.group(1))
+
+    def wait(self, timeout=DEADLINE):
+        return self.proc.wait(timeout)
+
+    def stderr_so_far(self):
+        return "".join(self._stderr)
+
+    def stderr(self):
+        """Everything the child wrote to stderr; call after it exited."""
+        for pump in self._pumps:
+            pump.join(DEADLINE)
+        return "".join(self._stderr)
+
+    def signal(self, signum):
+        self.proc.send_signal(signum)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(DEADLINE)
+        for pump in self._pumps:
+            pump.join(DEADLINE)
