@@ -1,8 +1,8 @@
 """Run the whole suite and end with the line ``N passed, N failed``.
 
 Each test module (tests/test_*.py) runs in a worker process of its own, at
-most --jobs at a time, largest first, because the slow ones (real
-subprocesses and servers) are independent. Exit 0 only when nothing failed
+most --jobs at a time, modules named *_slow first and then largest first,
+because the slow ones (real subprocesses and servers) are independent. Exit 0 only when nothing failed
 and at least one test ran.
 
 Works from any current directory. The interpreter's own -X and -W options
@@ -45,6 +45,17 @@ def interpreter_options():
         options.append("-X" + (name if value is True else "%s=%s" % (name, value)))
     options.extend("-W" + option for option in sys.warnoptions)
     return options
+
+
+def module_size(name):
+    """Size of the file behind a dotted name (tests.test_x, or tests.test_x.SomeTest.test_y); 0 if none."""
+    parts = name.split(".")
+    while parts:
+        path = os.path.join(ROOT, *parts) + ".py"
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        parts.pop()
+    return 0
 
 
 def run_modules(names, verbosity):
@@ -90,9 +101,10 @@ def main(argv=None):
     names = args.modules or [
         "tests." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(HERE, "test_*.py"))
     ]
-    # Largest file first is a fair guess at slowest first; each module is one
-    # worker process, taken by whichever of the --jobs slots frees up first.
-    names.sort(key=lambda n: -os.path.getsize(os.path.join(ROOT, *n.split(".")) + ".py"))
+    # Modules named *_slow first, then largest file first: a fair guess at
+    # slowest first. Each module is one worker process, taken by whichever of
+    # the --jobs slots frees up first.
+    names.sort(key=lambda name: (not any(part.endswith("_slow") for part in name.split(".")), -module_size(name)))
     jobs = max(1, min(args.jobs, len(names)))
     started = time.monotonic()
     deadline = started + WORKER_TIMEOUT

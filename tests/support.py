@@ -190,14 +190,18 @@ def snapshot(path):
 
 
 class Child:
-    """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline."""
+    """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline.
 
-    def __init__(self, args, cwd, *, program=None):
-        command = ([PYTHON, "-c", program] if program is not None else [PYTHON, "-m", "sink"]) + list(args)
+    `python` is the command that starts the interpreter (with its options, or
+    behind setpriv); `env` defaults to python_env().
+    """
+
+    def __init__(self, args, cwd, *, program=None, python=(PYTHON,), env=None):
+        command = list(python) + (["-c", program] if program is not None else ["-m", "sink"]) + list(args)
         self.proc = subprocess.Popen(
             command,
             cwd=cwd,
-            env=python_env(),
+            env=env if env is not None else python_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -255,3 +259,116 @@ class Child:
             self.proc.wait(DEADLINE)
         for pump in self._pumps:
             pump.join(DEADLINE)
+
+
+# Environments: a copy of the kit, another user (test_environments*).
+
+UNPRIVILEGED = ("nobody", "nogroup")
+
+
+def unprivileged_prefix():
+    """The command prefix that runs a program as `nobody`, or None with the reason it cannot.
+
+    Only root can switch users; setpriv (util-linux) drops every capability
+    and supplementary group, so the child is a plain unprivileged user.
+    """
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None, "needs root to run a child as %s" % UNPRIVILEGED[0]
+    try:
+        import grp
+        import pwd
+        pwd.getpwnam(UNPRIVILEGED[0])
+        grp.getgrnam(UNPRIVILEGED[1])
+    except (ImportError, KeyError):
+        return None, "no user %s / group %s here" % UNPRIVILEGED
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None, "no setpriv here"
+    return [setpriv, "--reuid=" + UNPRIVILEGED[0], "--regid=" + UNPRIVILEGED[1], "--clear-groups"], None
+
+
+_UNPRIVILEGED_PYTHON = []
+
+
+def unprivileged_python():
+    """The command that starts Python as the unprivileged user, or None with the reason it cannot.
+
+    This interpreter if that user may run it (and its children may run it
+    again, which is what the grader and the runner do); else python3 from the
+    system directories, at or above the floor. An interpreter under a private
+    home (say /root/.pyenv) is out of that user's reach, as on a real host.
+    """
+    if _UNPRIVILEGED_PYTHON:
+        return _UNPRIVILEGED_PYTHON[0]
+    prefix, reason = unprivileged_prefix()
+    found = (None, reason)
+    if prefix is not None:
+        candidates = [PYTHON, shutil.which("python3", path=os.pathsep.join(("/usr/local/bin", "/usr/bin", "/bin")))]
+        probe = ("import subprocess, sys; sys.exit(0 if sys.version_info >= (3, 8) and "
+                 "subprocess.call([sys.executable, '-c', 'pass']) == 0 else 1)")
+        found = (None, "no Python >= 3.8 that %s may run (tried %s)" % (UNPRIVILEGED[0], ", ".join(map(str, candidates))))
+        for python in candidates:
+            if python is None:
+                continue
+            try:
+                ok = subprocess.run(prefix + [python, "-c", probe], cwd="/", stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=DEADLINE).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            if ok:
+                found = (prefix + [python], None)
+                break
+    _UNPRIVILEGED_PYTHON.append(found)
+    return found
+
+
+def give_to_unprivileged(path):
+    """Make `path` (a directory of this test's) owned and writable by the unprivileged user."""
+    import grp
+    import pwd
+    os.chown(path, pwd.getpwnam(UNPRIVILEGED[0]).pw_uid, grp.getgrnam(UNPRIVILEGED[1]).gr_gid)
+    os.chmod(path, 0o700)
+
+
+def kit_files():
+    """Repository-relative paths of the kit's files: git's list (tracked and new), or a walk without git."""
+    try:
+        listed = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=DEADLINE)
+        if listed.returncode == 0 and listed.stdout:
+            return sorted(set(name for name in listed.stdout.decode("utf-8").split("\0")
+                              if name and os.path.isfile(os.path.join(ROOT, name))))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = []
+    for directory, subdirs, files in os.walk(ROOT):
+        subdirs[:] = [d for d in subdirs if d not in (".git", "__pycache__")]
+        found.extend(os.path.relpath(os.path.join(directory, f), ROOT) for f in files if not f.endswith(".pyc"))
+    return sorted(found)
+
+
+def copy_kit(dest):
+    """Copy the kit's files into the new directory `dest`, then make the copy read-only for everyone."""
+    for name in kit_files():
+        target = os.path.join(dest, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, name), target)
+    set_tree_mode(dest, writable=False)
+
+
+def set_tree_mode(top, *, writable):
+    """chmod -R a-w (files 0444, directories 0555) or back to u+w, so the tree can be removed."""
+    for directory, _, files in os.walk(top):
+        os.chmod(directory, 0o755 if writable else 0o555)
+        for name in files:
+            path = os.path.join(directory, name)
+            mode = os.stat(path).st_mode & 0o777
+            os.chmod(path, (mode | 0o644) if writable else (mode & 0o555) | 0o444)
+
+
+def tree_listing(top):
+    """Every path under `top`, relative, sorted: to prove nothing was added or removed."""
+    found = []
+    for directory, subdirs, files in os.walk(top):
+        found.extend(os.path.relpath(os.path.join(directory, name), top) for name in subdirs + files)
+    return sorted(found)
