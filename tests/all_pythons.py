@@ -138,9 +138,8 @@ def check_refused(python, cwd):
     return not problems, summary, "\n".join(problems)
 
 
-def check(python):
+def check(python, info):
     started = time.monotonic()
-    info = probe(python)
     if info is None:
         return None, "%s: does not run; skipped" % python, ""
     implementation, version, version_text, sqlite_version = info
@@ -172,9 +171,12 @@ def main(argv=None):
         print("all_pythons: no interpreter found", file=sys.stderr)
         return 1
     started = time.monotonic()
+    infos = {python: probe(python) for python in pythons}
+    # Oldest first, so the report reads as a ladder; those that do not run go last.
+    pythons.sort(key=lambda python: (infos[python] is None, infos[python][1] if infos[python] else ()))
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for ok, line, detail in pool.map(check, pythons):
+        for ok, line, detail in pool.map(check, pythons, [infos[python] for python in pythons]):
             print(line, flush=True)
             if ok is False and detail:
                 print("    " + detail.replace("\n", "\n    "), flush=True)
