@@ -4,8 +4,10 @@ The kit's files are copied into a temporary directory and made read-only
 for everyone (chmod -R a-w); `nobody` then runs `tests/run.py` and
 `grade.py` from inside the copy, with TMPDIR set to an empty directory of
 its own, which must be empty again afterwards. Needs root (to become
-`nobody`); skipped otherwise. Its own module, so it runs in parallel with
-the rest of the suite.
+`nobody`); skipped otherwise. The interpreter is this one if `nobody` may
+run it, else the system's python3 (an interpreter under /root/.pyenv is out
+of that user's reach, as it would be on a real host). Its own module, so it
+runs in parallel with the rest of the suite.
 """
 import os
 import subprocess
