@@ -1,8 +1,13 @@
 PYTHON ?= python3
 
-.PHONY: test grade bench torture
+.PHONY: test test-all grade bench torture
 test:
 	$(PYTHON) tests/run.py
+
+# The suite and the grader under every CPython found here (PATH and pyenv), one line each.
+# SKIP=python3 leaves out an interpreter already tested (CI: the one `make test` ran).
+test-all:
+	$(PYTHON) tests/all_pythons.py $(foreach p,$(SKIP),--skip $(p))
 
 grade:
 	$(PYTHON) grade.py

@@ -52,8 +52,8 @@ def build_parser():
     take = command("intake", _intake, "take in one order (order row + outbox row, one transaction)")
     take.add_argument("--db", required=True, help="source DB (created if missing)")
     take.add_argument("--id", required=True, help="event id, e.g. snack-7")
-    take.add_argument("--sku", required=True)
-    take.add_argument("--qty", required=True, type=int)
+    take.add_argument("--sku", required=True, help="stock-keeping unit, e.g. snack")
+    take.add_argument("--qty", required=True, type=int, help="quantity, 1-1000000")
 
     show = command("pending", _pending, "print unsent events in intake order (read-only)")
     show.add_argument("--db", required=True, help="existing source DB")

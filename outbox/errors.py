@@ -1,7 +1,9 @@
 """The kit's exceptions, in one place.
 
-Both packages raise only these (plus ValueError, TypeError and KeyError where
-the API says so). Each class says when it is raised; none carries behaviour.
+The errors the public API of both packages raises on purpose are these (plus
+ValueError, TypeError and KeyError where the API says so); signals private to
+the sink's HTTP front and its fault wrapper never leave them. Each class says
+when it is raised; none carries behaviour.
 """
 
 

@@ -1,8 +1,9 @@
 """Command line of the sink: `python -m sink serve`, `show` and `status`.
 
-The only module of the sink that prints, handles signals or chooses an exit
-status. It turns the library's errors into one line on stderr and never
-shows a traceback for a bad argument or an unusable DB.
+The only module of the sink that prints or handles signals, and the one that
+chooses the exit status of a run (a crash fault in faults.py ends the process
+with CRASH_EXIT itself, on purpose). It turns the library's errors into one
+line on stderr and never shows a traceback for a bad argument or an unusable DB.
 
 Exit status: 0 done (serve: stopped by SIGTERM or Ctrl-C); 1 the DB or the
 address is unusable; 2 bad arguments; 74 (faults.CRASH_EXIT) a crash fault
@@ -113,7 +114,8 @@ def _build_parser():
         type=_count,
         default=1,
         metavar="N",
-        help="how many events the fault hits before the server behaves normally (default: %(default)s)",
+        help="drop-after-commit: how many events it hits before the server behaves normally; "
+        "a crash fault ends the process at its first hit (default: %(default)s)",
     )
     serve.set_defaults(run=_serve)
 

@@ -1,17 +1,32 @@
 """Run the whole suite and end with the line ``N passed, N failed``.
 
 Each test module (tests/test_*.py) runs in a worker process of its own, at
-most --jobs at a time, largest first, because the slow ones (real
-subprocesses and servers) are independent. Exit 0 only when nothing failed
+most --jobs at a time, modules named *_slow first and then largest first,
+because the slow ones (real subprocesses and servers) are independent. Exit 0 only when nothing failed
 and at least one test ran.
+
+Works from any current directory. The interpreter's own -X and -W options
+(python -X dev -W error::ResourceWarning tests/run.py) are passed on to every
+worker, so they apply to the tests and not only to this runner. This file
+stays parseable by Python 2.7, so that an old interpreter gets one line
+naming the minimum version (exit 2) instead of a SyntaxError.
 """
+from __future__ import print_function
+
+import sys
+
+MIN_PYTHON = (3, 8)
+if sys.version_info < MIN_PYTHON:
+    sys.stderr.write("outbox-kit needs Python %d.%d or newer; this is Python %s\n"
+                     % (MIN_PYTHON + (sys.version.split()[0],)))
+    sys.exit(2)
+
 import argparse
 import concurrent.futures
 import glob
 import json
 import os
 import subprocess
-import sys
 import time
 import unittest
 
@@ -23,13 +38,49 @@ WORKER_TIMEOUT = 300  # seconds; a hung test ends as a failure, never as a hung 
 sys.path[:1] = [ROOT]
 
 
+def interpreter_options():
+    """This interpreter's -X and -W options, to start every worker with the same ones."""
+    options = []
+    for name, value in sys._xoptions.items():
+        options.append("-X" + (name if value is True else "%s=%s" % (name, value)))
+    options.extend("-W" + option for option in sys.warnoptions)
+    return options
+
+
+def module_size(name):
+    """Size of the file behind a dotted name (tests.test_x, or tests.test_x.SomeTest.test_y); 0 if none."""
+    parts = name.split(".")
+    while parts:
+        path = os.path.join(ROOT, *parts) + ".py"
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        parts.pop()
+    return 0
+
+
 def run_modules(names, verbosity):
     suite = unittest.TestSuite()
     loader = unittest.defaultTestLoader
     for name in names:
         suite.addTests(loader.loadTestsFromName(name))
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=verbosity).run(suite)
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    unraisable = []
+    default_hook = sys.unraisablehook
+
+    def count_unraisable(info):
+        # Under -W error::ResourceWarning a leaked socket or file raises in its
+        # finaliser, where unittest cannot see it: count it here instead.
+        unraisable.append(info)
+        default_hook(info)
+
+    sys.unraisablehook = count_unraisable
+    try:
+        result = unittest.TextTestRunner(stream=sys.stderr, verbosity=verbosity).run(suite)
+    finally:
+        sys.unraisablehook = default_hook
+    if unraisable:
+        print("%d unraisable exception(s) in %s, counted as failures (see stderr)"
+              % (len(unraisable), ", ".join(names)), file=sys.stderr)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses) + len(unraisable)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
     return passed, failed, skipped
@@ -50,15 +101,16 @@ def main(argv=None):
     names = args.modules or [
         "tests." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(HERE, "test_*.py"))
     ]
-    # Largest file first is a fair guess at slowest first; each module is one
-    # worker process, taken by whichever of the --jobs slots frees up first.
-    names.sort(key=lambda n: -os.path.getsize(os.path.join(ROOT, *n.split(".")) + ".py"))
+    # Modules named *_slow first, then largest file first: a fair guess at
+    # slowest first. Each module is one worker process, taken by whichever of
+    # the --jobs slots frees up first.
+    names.sort(key=lambda name: (not any(part.endswith("_slow") for part in name.split(".")), -module_size(name)))
     jobs = max(1, min(args.jobs, len(names)))
     started = time.monotonic()
     deadline = started + WORKER_TIMEOUT
 
     def run_worker(name):
-        cmd = [sys.executable, os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker", name]
+        cmd = [sys.executable] + interpreter_options() + [os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker", name]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True)
         try:
             out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))

@@ -3,18 +3,27 @@
 Nothing here mocks sqlite3 or sockets; servers bind 127.0.0.1 port 0 and are
 shut down and joined by the test that started them.
 """
+import http.client
 import http.server
+import json
 import os
+import queue
+import re
 import shutil
 import socket
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
 
+from outbox import store as outbox_store
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEADLINE = 10.0  # seconds any single wait in a test may take
+PYTHON = sys.executable
 
 
 def wait_until(predicate, timeout=DEADLINE, what="condition"):
@@ -101,6 +110,24 @@ def reply(handler, status, body, headers=()):
     handler.wfile.write(body)
 
 
+def ev(event_id, sku="snack", qty=1):
+    """An event dict, as the API takes it."""
+    return {"id": event_id, "sku": sku, "qty": qty}
+
+
+def echo_ack(handler, body):
+    """A LoopbackServer handler that ACKs every event, as a sink would: 200 and its id."""
+    event = json.loads(body.decode())
+    reply(handler, 200, json.dumps({"ack": True, "id": event["id"], "result": "applied"}))
+
+
+def run_cli(package, *args, cwd=ROOT, env=None, timeout=60):
+    """Run `python -m PACKAGE ARGS` to its end (bounded); return the CompletedProcess, text mode."""
+    return subprocess.run([sys.executable, "-m", package] + list(args), cwd=cwd, env=env or python_env(),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=timeout)
+
+
 def python_env(**extra):
     """Environment for a child Python that imports this checkout, with no proxy settings."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -118,4 +145,285 @@ def free_loopback_socket():
     return sock
 
 
-PYTHON = sys.executable
+# The sink over HTTP and as a process (test_sink_server, test_sink_cli).
+
+EVENT = {"id": "e1", "sku": "apple", "qty": 3}
+
+
+def body_of(event):
+    return json.dumps(event).encode("utf-8")
+
+
+def post(port, body, **options):
+    """One request on its own connection to 127.0.0.1; see post_to."""
+    return post_to("127.0.0.1", port, body, **options)
+
+
+def post_to(host, port, body, *, path="/events", method="POST", content_type="application/json", headers=None):
+    """One request on its own connection; return (status, response headers, decoded JSON body)."""
+    conn = http.client.HTTPConnection(host, port, timeout=DEADLINE)
+    try:
+        sent = {} if content_type is None else {"Content-Type": content_type}
+        sent.update(headers or {})
+        conn.request(method, path, body=body, headers=sent)
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, response, (json.loads(data.decode("ascii")) if data else None)
+    finally:
+        conn.close()
+
+
+def request_bytes(head_lines, body=b"", *, method="POST", target="/events"):
+    head = ["%s %s HTTP/1.1" % (method, target), "Host: 127.0.0.1"] + list(head_lines)
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def snapshot(path):
+    """Every row of the three sink tables, read through a fresh connection."""
+    con = sqlite3.connect(path)
+    try:
+        return {
+            "inbox": con.execute("SELECT * FROM inbox ORDER BY event_id").fetchall(),
+            "inventory": con.execute("SELECT * FROM inventory ORDER BY sku").fetchall(),
+            "deliveries": con.execute("SELECT * FROM deliveries ORDER BY seq").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+class Child:
+    """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline.
+
+    `python` is the command that starts the interpreter (with its options, or
+    behind setpriv); `env` defaults to python_env().
+    """
+
+    def __init__(self, args, cwd, *, program=None, python=(PYTHON,), env=None):
+        command = list(python) + (["-c", program] if program is not None else ["-m", "sink"]) + list(args)
+        self.proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env if env is not None else python_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+        )
+        self._lines = queue.Queue()
+        self._stderr = []
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self._lines.put), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self._stderr.append), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream, put):
+        for line in stream:
+            put(line)
+        stream.close()
+
+    def line(self, timeout=DEADLINE):
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(
+                "no line from the child within %.1fs; stderr so far: %r" % (timeout, "".join(self._stderr))
+            ) from None
+
+    def port(self):
+        """Read the URL line the server prints once it listens; return its port."""
+        url = self.line().strip()
+        match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
+        if match is None:
+            raise AssertionError("expected http://127.0.0.1:PORT, got %r" % url)
+        return int(match.group(1))
+
+    def wait(self, timeout=DEADLINE):
+        return self.proc.wait(timeout)
+
+    def stderr_so_far(self):
+        return "".join(self._stderr)
+
+    def stderr(self):
+        """Everything the child wrote to stderr; call after it exited."""
+        for pump in self._pumps:
+            pump.join(DEADLINE)
+        return "".join(self._stderr)
+
+    def signal(self, signum):
+        self.proc.send_signal(signum)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(DEADLINE)
+        for pump in self._pumps:
+            pump.join(DEADLINE)
+
+
+# Environments: a copy of the kit, another user (test_environments*).
+
+UNPRIVILEGED = ("nobody", "nogroup")
+
+
+def unprivileged_prefix():
+    """The command prefix that runs a program as `nobody`, or None with the reason it cannot.
+
+    Only root can switch users; setpriv (util-linux) drops every capability
+    and supplementary group, so the child is a plain unprivileged user.
+    """
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None, "needs root to run a child as %s" % UNPRIVILEGED[0]
+    try:
+        import grp
+        import pwd
+        pwd.getpwnam(UNPRIVILEGED[0])
+        grp.getgrnam(UNPRIVILEGED[1])
+    except (ImportError, KeyError):
+        return None, "no user %s / group %s here" % UNPRIVILEGED
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None, "no setpriv here"
+    return [setpriv, "--reuid=" + UNPRIVILEGED[0], "--regid=" + UNPRIVILEGED[1], "--clear-groups"], None
+
+
+_UNPRIVILEGED_PYTHON = []
+
+
+def unprivileged_python():
+    """The command that starts Python as the unprivileged user, or None with the reason it cannot.
+
+    This interpreter if that user may run it (and its children may run it
+    again, which is what the grader and the runner do); else python3 from the
+    system directories, at or above the floor. An interpreter under a private
+    home (say /root/.pyenv) is out of that user's reach, as on a real host.
+    """
+    if _UNPRIVILEGED_PYTHON:
+        return _UNPRIVILEGED_PYTHON[0]
+    prefix, reason = unprivileged_prefix()
+    found = (None, reason)
+    if prefix is not None:
+        candidates = [PYTHON, shutil.which("python3", path=os.pathsep.join(("/usr/local/bin", "/usr/bin", "/bin")))]
+        probe = ("import subprocess, sys; sys.exit(0 if sys.version_info >= (3, 8) and "
+                 "subprocess.call([sys.executable, '-c', 'pass']) == 0 else 1)")
+        found = (None, "no Python >= 3.8 that %s may run (tried %s)" % (UNPRIVILEGED[0], ", ".join(map(str, candidates))))
+        for python in candidates:
+            if python is None:
+                continue
+            try:
+                ok = subprocess.run(prefix + [python, "-c", probe], cwd="/", stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=DEADLINE).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            if ok:
+                found = (prefix + [python], None)
+                break
+    _UNPRIVILEGED_PYTHON.append(found)
+    return found
+
+
+def give_to_unprivileged(path):
+    """Make `path` (a directory of this test's) owned and writable by the unprivileged user."""
+    import grp
+    import pwd
+    os.chown(path, pwd.getpwnam(UNPRIVILEGED[0]).pw_uid, grp.getgrnam(UNPRIVILEGED[1]).gr_gid)
+    os.chmod(path, 0o700)
+
+
+def kit_files():
+    """Repository-relative paths of the kit's files: git's list (tracked and new), or a walk without git."""
+    try:
+        listed = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=DEADLINE)
+        if listed.returncode == 0 and listed.stdout:
+            return sorted(set(name for name in listed.stdout.decode("utf-8").split("\0")
+                              if name and os.path.isfile(os.path.join(ROOT, name))))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = []
+    for directory, subdirs, files in os.walk(ROOT):
+        subdirs[:] = [d for d in subdirs if d not in (".git", "__pycache__")]
+        found.extend(os.path.relpath(os.path.join(directory, f), ROOT) for f in files if not f.endswith(".pyc"))
+    return sorted(found)
+
+
+def copy_kit(dest):
+    """Copy the kit's files into the new directory `dest`, then make the copy read-only for everyone."""
+    for name in kit_files():
+        target = os.path.join(dest, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, name), target)
+    set_tree_mode(dest, writable=False)
+
+
+def set_tree_mode(top, *, writable):
+    """chmod -R a-w (files 0444, directories 0555) or back to u+w, so the tree can be removed."""
+    for directory, _, files in os.walk(top):
+        os.chmod(directory, 0o755 if writable else 0o555)
+        for name in files:
+            path = os.path.join(directory, name)
+            mode = os.stat(path).st_mode & 0o777
+            os.chmod(path, (mode | 0o644) if writable else (mode & 0o555) | 0o444)
+
+
+def tree_listing(top):
+    """Every path under `top`, relative, sorted: to prove nothing was added or removed."""
+    found = []
+    for directory, subdirs, files in os.walk(top):
+        found.extend(os.path.relpath(os.path.join(directory, name), top) for name in subdirs + files)
+    return sorted(found)
+
+
+def parse_prometheus(text):
+    """A small strict parser of the text format: {(name, labels tuple): value}; AssertionError on any breach."""
+    name_re = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+    sample_re = re.compile(r"(%s)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*=\"(?:[^\"\\\n]|\\[\\\"n])*\",?)*\})? (\S+)\Z" % name_re)
+    assert text.endswith("\n"), "text must end with a newline"
+    helps, types, samples = set(), {}, {}
+    for line in text[:-1].split("\n"):
+        if line.startswith("# HELP "):
+            name = line.split(" ")[2]
+            assert re.fullmatch(name_re, name) and name not in helps, line
+            helps.add(name)
+        elif line.startswith("# TYPE "):
+            parts = line.split(" ")
+            assert len(parts) == 4 and parts[3] in ("gauge", "counter") and parts[2] not in types, line
+            types[parts[2]] = parts[3]
+        else:
+            match = sample_re.match(line)
+            assert match, "not a sample line: %r" % line
+            name = match.group(1)
+            assert name in types and name in helps, "sample before its HELP and TYPE: %r" % line
+            labels = tuple(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+            value = float(match.group(3))
+            assert (name, labels) not in samples, "repeated sample %r" % line
+            samples[(name, labels)] = value
+    return samples
+
+
+def build_v1(path, ids, sent=()):
+    """A source DB exactly as release 1 wrote it: SCHEMA_V1, stamped 1, rows through release 1's SQL."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("BEGIN IMMEDIATE")
+        for statement in outbox_store.SCHEMA_V1:
+            con.execute(statement)
+        con.execute("PRAGMA application_id = %d" % outbox_store.APPLICATION_ID)
+        con.execute("PRAGMA user_version = 1")
+        for event_id in ids:
+            con.execute("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, 'snack', 1, 1.0)", (event_id,))
+            con.execute("INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, 1.0)",
+                        (event_id, '{"id":"%s","qty":1,"sku":"snack"}' % event_id))
+        for event_id in sent:
+            con.execute("UPDATE outbox SET sent = 1, sent_at = 2.0 WHERE event_id = ?", (event_id,))
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()

@@ -3,11 +3,7 @@ import sqlite3
 import unittest
 
 from outbox import NotAcknowledged, dispatch, init_store, intake, pending
-from tests.support import TempDirTestCase
-
-
-def ev(event_id, sku="snack", qty=1):
-    return {"id": event_id, "sku": sku, "qty": qty}
+from tests.support import TempDirTestCase, ev
 
 
 class DispatchTest(TempDirTestCase):

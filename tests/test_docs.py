@@ -1,6 +1,15 @@
-"""The README says what the code does: checks, commands and the example all exist and run."""
+"""The README says what the code does: checks, commands, flags and examples all exist and run.
+
+The commands and flags are enumerated from the CLIs' own argparse parsers
+(and from `grade.py --help`, since nothing imports the grader), so a new
+command or flag without help text or a README line fails here.
+"""
+import argparse
+import glob
+import importlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 import unittest
@@ -9,11 +18,77 @@ from tests.support import ROOT, TempDirTestCase, python_env
 
 with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _f:
     README = _f.read()
+README_JA = os.path.join(ROOT, "README.ja.md")
+CLI_PACKAGES = ("outbox", "sink")
+PARSER_BUILDERS = ("build_parser", "_build_parser")
+EXTERNAL_TOOLS = ("curl", "cd")  # commands in the README's sh blocks that are not the kit's
 
 
-def run(*args, env=None):
-    return subprocess.run([sys.executable] + list(args), cwd=ROOT, env=env or python_env(), timeout=60,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+def run(*args, env=None, cwd=ROOT):
+    return subprocess.run([sys.executable] + list(args), cwd=cwd, env=env or python_env(), timeout=60,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True)
+
+
+def kit_commands():
+    """{"python -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli*.py and sink/cli*.py."""
+    commands = {}
+    for package in CLI_PACKAGES:
+        for path in sorted(glob.glob(os.path.join(ROOT, package, "cli*.py"))):
+            module = importlib.import_module("%s.%s" % (package, os.path.basename(path)[:-3]))
+            builders = [getattr(module, name) for name in PARSER_BUILDERS if hasattr(module, name)]
+            for build in builders:
+                parser = build()
+                for action in parser._actions:
+                    if isinstance(action, argparse._SubParsersAction):
+                        for name, sub in action.choices.items():
+                            commands["python -m %s %s" % (package, name)] = sub
+    return commands
+
+
+def options_of(parser):
+    """The options of `parser` (argparse actions with option strings), without -h/--help."""
+    return [action for action in parser._actions
+            if action.option_strings and not isinstance(action, argparse._HelpAction)]
+
+
+def longest(action):
+    return max(action.option_strings, key=len)
+
+
+def grade_options():
+    """The grader's options, read from the usage of `grade.py --help`."""
+    result = run("grade.py", "--help")
+    assert result.returncode == 0, result.stderr
+    usage = result.stdout.split("\n\n")[0]
+    return sorted(set(re.findall(r"\[(-{1,2}[a-z][a-z0-9-]*)", usage)) - {"-h", "--help"})
+
+
+def readme_rows():
+    """The README's table rows, as lines."""
+    return [line for line in README.splitlines() if line.startswith("|")]
+
+
+def shell_lines(text):
+    """Commands from the ```sh blocks: comments dropped, continuation lines joined."""
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def headings(text):
+    """Heading levels in order, outside code blocks: the section structure."""
+    levels, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            levels.append(len(line.split(" ")[0]))
+    return levels
 
 
 class ReadmeTest(TempDirTestCase):
@@ -31,21 +106,80 @@ class ReadmeTest(TempDirTestCase):
         for name in names:
             self.assertIn("| `%s` |" % name, README)
 
-    def test_every_cli_command_has_help_and_is_in_the_readme(self):
-        for package, commands in (("outbox", ("intake", "pending", "dispatch", "status")), ("sink", ("serve", "show"))):
-            for command in commands:
-                result = run("-m", package, command, "--help")
-                self.assertEqual(result.returncode, 0, result.stderr)
-                self.assertIn("--db", result.stdout)
-                self.assertIn("python -m %s %s" % (package, command), README)
-        self.assertEqual(run("grade.py", "--help").returncode, 0)
+    def test_every_cli_command_and_flag_has_help_text(self):
+        commands = kit_commands()
+        self.assertGreaterEqual(len(commands), 6, sorted(commands))
+        for command, parser in commands.items():
+            self.assertTrue(parser.description or parser.format_usage(), command)
+            for action in options_of(parser):
+                self.assertTrue(action.help and action.help != argparse.SUPPRESS,
+                                "%s %s has no --help text" % (command, longest(action)))
+            package, name = command.split()[2:]
+            result = run("-m", package, name, "--help")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            for action in options_of(parser):
+                self.assertIn(longest(action), result.stdout, command)
 
-    def test_the_python_example_runs(self):
-        example = re.search(r"```python\n(.*?)```", README, re.S).group(1)
-        example = example.replace("/tmp/", self.tmp + "/")
-        result = run("-c", example)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(result.stdout.strip(), "1")
+    def test_every_cli_command_and_flag_has_a_line_in_the_readme(self):
+        """Each command has one table row naming it and every one of its flags."""
+        rows = readme_rows()
+        wanted = {command: [longest(action) for action in options_of(parser)]
+                  for command, parser in kit_commands().items()}
+        wanted["python grade.py"] = grade_options()
+        self.assertIn("--impl", wanted["python grade.py"])
+        for command, flags in wanted.items():
+            row = [line for line in rows if "`%s`" % command in line]
+            self.assertEqual(len(row), 1, "README needs one table row for `%s`" % command)
+            missing = [flag for flag in flags if "`%s" % flag not in row[0]]
+            self.assertEqual(missing, [], "README's row for `%s` does not name %s" % (command, missing))
+
+    def test_shell_examples_use_commands_that_exist(self):
+        commands = kit_commands()
+        grade_flags = grade_options()
+        with open(os.path.join(ROOT, "Makefile")) as f:
+            targets = re.findall(r"^([a-z][a-z-]*):", f.read(), re.M)
+        lines = shell_lines(README)
+        self.assertGreater(len(lines), 5)
+        for line in lines:
+            words = shlex.split(line)
+            flags = [word.split("=")[0] for word in words if word.startswith("-")]
+            if words[:2] == ["python", "-m"]:
+                command = " ".join(words[:4])
+                self.assertIn(command, sorted(commands), line)
+                known = [option for action in options_of(commands[command]) for option in action.option_strings]
+                self.assertEqual([flag for flag in flags[1:] if flag not in known], [], line)
+            elif words[:2] == ["python", "grade.py"]:
+                self.assertEqual([flag for flag in flags if flag not in grade_flags], [], line)
+            elif words[0] == "python":
+                self.assertTrue(os.path.isfile(os.path.join(ROOT, words[1])), line)
+            elif words[0] == "make":
+                self.assertIn(words[1], targets, line)
+            else:
+                self.assertIn(words[0], EXTERNAL_TOOLS, line)
+
+    def test_the_python_examples_run_as_written(self):
+        examples = re.findall(r"```python\n(.*?)```", README, re.S)
+        self.assertGreaterEqual(len(examples), 1)
+        for example in examples:
+            expected = re.findall(r"print\(.*\)\s*#\s*(\S+)", example)
+            for attempt in range(2):  # the same answer on a second run: no state left behind
+                cwd = self.path("cwd-%d" % attempt)
+                os.mkdir(cwd)
+                result = run("-W", "error::ResourceWarning", "-c", example, cwd=cwd)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.stderr, "")
+                self.assertEqual([line.strip() for line in result.stdout.splitlines()],
+                                 [value.rstrip(":") for value in expected])
+                self.assertEqual(os.listdir(cwd), [], "the example wrote into its current directory")
+
+    def test_the_japanese_readme_has_the_same_sections(self):
+        if not os.path.exists(README_JA):
+            self.skipTest("README.ja.md does not exist yet (the Japanese texts come in a second wave)")
+        with open(README_JA, encoding="utf-8") as f:
+            japanese = f.read()
+        self.assertEqual(headings(japanese), headings(README))
+        self.assertEqual(re.findall(r"^```(\w*)", japanese, re.M), re.findall(r"^```(\w*)", README, re.M))
+        self.assertEqual(len(readme_rows()), len([line for line in japanese.splitlines() if line.startswith("|")]))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import unittest
 from outbox import init_store, intake
 from sink import inbox
 from tests.support import LoopbackServer, ROOT, TempDirTestCase, python_env, reply
-from tests.test_ops_store import build_v1, file_bytes, parse_prometheus
+from tests.support import build_v1, file_bytes, parse_prometheus
 
 COMMANDS = {"outbox": ("intake", "pending", "dispatch", "status", "evidence", "quarantine", "requeue", "relay",
                        "purge", "upgrade"),

@@ -13,64 +13,11 @@ from outbox import backoff, prometheus, relay, retention, store
 from outbox.cli_ops import render_status
 from outbox.errors import Conflict, NoAnswer, OutboxError, WrongDatabase
 from sink import inbox, metrics
-from tests.support import ROOT, TempDirTestCase
+from tests.support import ROOT, TempDirTestCase, build_v1, file_bytes, parse_prometheus
 
 
 def ev(event_id, qty=1, sku="snack"):
     return {"id": event_id, "sku": sku, "qty": qty}
-
-
-def build_v1(path, ids, sent=()):
-    """A source DB exactly as release 1 wrote it: SCHEMA_V1, stamped 1, rows through release 1's SQL."""
-    con = sqlite3.connect(path, isolation_level=None)
-    try:
-        con.execute("PRAGMA journal_mode = WAL")
-        con.execute("BEGIN IMMEDIATE")
-        for statement in store.SCHEMA_V1:
-            con.execute(statement)
-        con.execute("PRAGMA application_id = %d" % store.APPLICATION_ID)
-        con.execute("PRAGMA user_version = 1")
-        for event_id in ids:
-            con.execute("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, 'snack', 1, 1.0)", (event_id,))
-            con.execute("INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, 1.0)",
-                        (event_id, '{"id":"%s","qty":1,"sku":"snack"}' % event_id))
-        for event_id in sent:
-            con.execute("UPDATE outbox SET sent = 1, sent_at = 2.0 WHERE event_id = ?", (event_id,))
-        con.execute("COMMIT")
-    finally:
-        con.close()
-
-
-def file_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def parse_prometheus(text):
-    """A small strict parser of the text format: {(name, labels tuple): value}; AssertionError on any breach."""
-    name_re = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-    sample_re = re.compile(r"(%s)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*=\"(?:[^\"\\\n]|\\[\\\"n])*\",?)*\})? (\S+)\Z" % name_re)
-    assert text.endswith("\n"), "text must end with a newline"
-    helps, types, samples = set(), {}, {}
-    for line in text[:-1].split("\n"):
-        if line.startswith("# HELP "):
-            name = line.split(" ")[2]
-            assert re.fullmatch(name_re, name) and name not in helps, line
-            helps.add(name)
-        elif line.startswith("# TYPE "):
-            parts = line.split(" ")
-            assert len(parts) == 4 and parts[3] in ("gauge", "counter") and parts[2] not in types, line
-            types[parts[2]] = parts[3]
-        else:
-            match = sample_re.match(line)
-            assert match, "not a sample line: %r" % line
-            name = match.group(1)
-            assert name in types and name in helps, "sample before its HELP and TYPE: %r" % line
-            labels = tuple(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
-            value = float(match.group(3))
-            assert (name, labels) not in samples, "repeated sample %r" % line
-            samples[(name, labels)] = value
-    return samples
 
 
 class UpgradeTest(TempDirTestCase):

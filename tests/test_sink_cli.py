@@ -8,8 +8,10 @@ import subprocess
 
 from outbox import store
 from sink import cli, faults, init_sink, receive
-from tests.support import DEADLINE, PYTHON, TempDirTestCase, free_loopback_socket, python_env, wait_until
-from tests.test_sink_server import EVENT, Child, body_of, post, request_bytes, snapshot
+from tests.support import (
+    DEADLINE, EVENT, PYTHON, Child, TempDirTestCase, body_of, free_loopback_socket, post, python_env, request_bytes,
+    snapshot, wait_until,
+)
 
 
 class CliTestCase(TempDirTestCase):

@@ -15,7 +15,6 @@ import select
 import signal
 import socket
 import sqlite3
-import subprocess
 import textwrap
 import threading
 import time
@@ -26,40 +25,13 @@ from outbox import store
 from outbox.event import digest
 from sink import WrongDatabase, faults, init_sink, make_server, receive
 from sink.server import MAX_BODY
-from tests.test_ops_store import parse_prometheus
-from tests.support import DEADLINE, PYTHON, TempDirTestCase, python_env, wait_until
+from tests.support import (
+    DEADLINE, EVENT, Child, TempDirTestCase, body_of, parse_prometheus, post, post_to, request_bytes, snapshot,
+    wait_until,
+)
 
 SHORT = 0.5  # server timeout where a test waits on it
-EVENT = {"id": "e1", "sku": "apple", "qty": 3}
 EVENT_DIGEST = digest(EVENT)
-
-
-def body_of(event):
-    return json.dumps(event).encode("utf-8")
-
-
-def post(port, body, **options):
-    """One request on its own connection to 127.0.0.1; see post_to."""
-    return post_to("127.0.0.1", port, body, **options)
-
-
-def post_to(host, port, body, *, path="/events", method="POST", content_type="application/json", headers=None):
-    """One request on its own connection; return (status, response headers, decoded JSON body)."""
-    conn = http.client.HTTPConnection(host, port, timeout=DEADLINE)
-    try:
-        sent = {} if content_type is None else {"Content-Type": content_type}
-        sent.update(headers or {})
-        conn.request(method, path, body=body, headers=sent)
-        response = conn.getresponse()
-        data = response.read()
-        return response.status, response, (json.loads(data.decode("ascii")) if data else None)
-    finally:
-        conn.close()
-
-
-def request_bytes(head_lines, body=b"", *, method="POST", target="/events"):
-    head = ["%s %s HTTP/1.1" % (method, target), "Host: 127.0.0.1"] + list(head_lines)
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
 def exchange(port, data, *, half_close=True):
@@ -90,93 +62,12 @@ def read_to_eof(sock):
         chunks.append(chunk)
 
 
-def snapshot(path):
-    """Every row of the three sink tables, read through a fresh connection."""
-    con = sqlite3.connect(path)
-    try:
-        return {
-            "inbox": con.execute("SELECT * FROM inbox ORDER BY event_id").fetchall(),
-            "inventory": con.execute("SELECT * FROM inventory ORDER BY sku").fetchall(),
-            "deliveries": con.execute("SELECT * FROM deliveries ORDER BY seq").fetchall(),
-        }
-    finally:
-        con.close()
-
-
 def outcomes(path):
     return [row[2] for row in snapshot(path)["deliveries"]]
 
 
 def stock(path):
     return dict(snapshot(path)["inventory"])
-
-
-class Child:
-    """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline."""
-
-    def __init__(self, args, cwd, *, program=None):
-        command = ([PYTHON, "-c", program] if program is not None else [PYTHON, "-m", "sink"]) + list(args)
-        self.proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=python_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            universal_newlines=True,
-        )
-        self._lines = queue.Queue()
-        self._stderr = []
-        self._pumps = [
-            threading.Thread(target=self._pump, args=(self.proc.stdout, self._lines.put), daemon=True),
-            threading.Thread(target=self._pump, args=(self.proc.stderr, self._stderr.append), daemon=True),
-        ]
-        for pump in self._pumps:
-            pump.start()
-
-    @staticmethod
-    def _pump(stream, put):
-        for line in stream:
-            put(line)
-        stream.close()
-
-    def line(self, timeout=DEADLINE):
-        try:
-            return self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(
-                "no line from the child within %.1fs; stderr so far: %r" % (timeout, "".join(self._stderr))
-            ) from None
-
-    def port(self):
-        """Read the URL line the server prints once it listens; return its port."""
-        url = self.line().strip()
-        match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
-        if match is None:
-            raise AssertionError("expected http://127.0.0.1:PORT, got %r" % url)
-        return int(match.group(1))
-
-    def wait(self, timeout=DEADLINE):
-        return self.proc.wait(timeout)
-
-    def stderr_so_far(self):
-        return "".join(self._stderr)
-
-    def stderr(self):
-        """Everything the child wrote to stderr; call after it exited."""
-        for pump in self._pumps:
-            pump.join(DEADLINE)
-        return "".join(self._stderr)
-
-    def signal(self, signum):
-        self.proc.send_signal(signum)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(DEADLINE)
-        for pump in self._pumps:
-            pump.join(DEADLINE)
 
 
 class ServerTestCase(TempDirTestCase):

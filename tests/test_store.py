@@ -7,11 +7,7 @@ from unittest import mock
 from outbox import Conflict, InvalidEvent, WrongDatabase, init_store, intake, mark_sent, pending
 from outbox.store import PENDING_SQL, open_store_readonly
 from sink import init_sink
-from tests.support import TempDirTestCase
-
-
-def ev(event_id, sku="snack", qty=1):
-    return {"id": event_id, "sku": sku, "qty": qty}
+from tests.support import TempDirTestCase, ev
 
 
 def snapshot(con):

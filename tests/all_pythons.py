@@ -1,0 +1,218 @@
+"""Run the suite and the grader under every CPython found here: `make test-all`.
+
+Finds interpreters named python3.X (or python2.X) on PATH and every
+$(pyenv root)/versions/*/bin/python, one per real file. An interpreter at or
+above the floor (3.8) must pass `tests/run.py` and `grade.py`; one below it
+must refuse all four entry points (run.py, grade.py, python -m outbox,
+python -m sink) with exit 2 and one line on stderr naming the minimum. Prints
+one line per interpreter as it finishes and exits 1 if any failed. Runs from
+any current directory; the suite and the grader are started from a temporary
+one to prove that they do too.
+"""
+import argparse
+import concurrent.futures
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FLOOR = (3, 8)
+RUN_TIMEOUT = 600  # seconds for one interpreter's suite or grader run, far above the usual minute
+PROBE_TIMEOUT = 30
+# Parseable by any Python from 2.7 on: the probe must answer even below the floor.
+PROBE = (
+    "import platform, sys\n"
+    "try:\n"
+    "    import sqlite3\n"
+    "    lib = sqlite3.sqlite_version\n"
+    "except Exception:\n"
+    "    lib = 'none'\n"
+    "sys.stdout.write('%s %s %s\\n' % (platform.python_implementation(), sys.version.split()[0], lib))\n"
+)
+COUNTS = re.compile(r"(\d+) passed, (\d+) failed\s*$")
+
+
+def pyenv_root():
+    root = os.environ.get("PYENV_ROOT")
+    if root:
+        return root
+    if shutil.which("pyenv"):
+        try:
+            out = subprocess.run(["pyenv", "root"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 universal_newlines=True, timeout=PROBE_TIMEOUT).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        if out:
+            return out
+    return os.path.expanduser("~/.pyenv")
+
+
+def find_interpreters():
+    """Paths of candidate interpreters, one per real file, in a stable order."""
+    shims = os.path.realpath(os.path.join(pyenv_root(), "shims"))
+    candidates = []
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not directory or os.path.realpath(directory) == shims:
+            continue  # a shim runs whichever version pyenv selects, not the one its name says
+        for path in sorted(glob.glob(os.path.join(directory, "python[23].*"))):
+            if re.match(r"python[23]\.\d+$", os.path.basename(path)) and os.access(path, os.X_OK):
+                candidates.append(path)
+    candidates.extend(sorted(glob.glob(os.path.join(pyenv_root(), "versions", "*", "bin", "python"))))
+    seen = set()
+    found = []
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real not in seen and os.path.isfile(real):
+            seen.add(real)
+            found.append(path)
+    return found
+
+
+def real_executable(name):
+    """The real file behind interpreter `name` (a path or a name on PATH), or None.
+
+    Asked of the interpreter itself: a pyenv shim is a script that runs
+    whichever version pyenv selects, so its own path says nothing.
+    """
+    try:
+        out = subprocess.run([name, "-c", "import sys; print(sys.executable)"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, universal_newlines=True, timeout=PROBE_TIMEOUT).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return os.path.realpath(out) if out else None
+
+
+def probe(python):
+    """(implementation, version tuple, version text, sqlite version) or None if it does not run."""
+    try:
+        out = subprocess.run([python, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=PROBE_TIMEOUT).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if len(out) != 3:
+        return None
+    numbers = tuple(int(part) for part in re.findall(r"\d+", out[1])[:2])
+    return out[0], numbers, out[1], out[2]
+
+
+def run(cmd, cwd):
+    """(exit status, stdout, stderr) of `cmd`, bounded by RUN_TIMEOUT."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # an old interpreter leaves no .pyc in the checkout
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        return None, exc.stdout or "", "timed out after %ds" % RUN_TIMEOUT
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def counts(text):
+    """(passed, failed) from the last line that reads 'N passed, N failed', or None."""
+    for line in reversed(text.splitlines()):
+        match = COUNTS.search(line)
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    return None
+
+
+def check_supported(python, cwd):
+    """(ok, summary, detail): the suite and the grader both exit 0 with nothing failed."""
+    parts, problems = [], []
+    for label, script in (("tests", os.path.join(HERE, "run.py")), ("grade", os.path.join(ROOT, "grade.py"))):
+        status, out, err = run([python, script], cwd)
+        found = counts(out) or counts(err)
+        parts.append("%s %s" % (label, "%d passed, %d failed" % found if found else "no count"))
+        if status != 0 or not found or found[1] or not found[0]:
+            problems.append("%s exit %s:\n%s" % (label, status, "\n".join((out + err).splitlines()[-30:])))
+    return not problems, "; ".join(parts), "\n".join(problems)
+
+
+def check_refused(python, cwd):
+    """(ok, summary, detail): every entry point prints one line naming the floor and exits 2."""
+    floor = "%d.%d" % FLOOR
+    entry_points = (
+        ("tests/run.py", [python, os.path.join(HERE, "run.py")], cwd),
+        ("grade.py", [python, os.path.join(ROOT, "grade.py")], cwd),
+        ("-m outbox", [python, "-m", "outbox", "status", "--db", "none.db"], ROOT),
+        ("-m sink", [python, "-m", "sink", "show", "--db", "none.db"], ROOT),
+    )
+    problems = []
+    for label, cmd, where in entry_points:
+        status, out, err = run(cmd, where)
+        lines = err.splitlines()
+        if status != 2 or len(lines) != 1 or floor not in lines[0] or out:
+            problems.append("%s: exit %s, stderr %r" % (label, status, "\n".join(lines[-3:])))
+    summary = "below the floor: %d of 4 entry points refuse with one line and exit 2" % (4 - len(problems))
+    return not problems, summary, "\n".join(problems)
+
+
+def check(python, info):
+    started = time.monotonic()
+    if info is None:
+        return None, "%s: does not run; skipped" % python, ""
+    implementation, version, version_text, sqlite_version = info
+    if implementation != "CPython":
+        return None, "%s: %s %s is not CPython; skipped" % (python, implementation, version_text), ""
+    cwd = tempfile.mkdtemp(prefix="outbox-kit-matrix-")
+    try:
+        checker = check_supported if version >= FLOOR else check_refused
+        ok, summary, detail = checker(python, cwd)
+    finally:
+        shutil.rmtree(cwd, ignore_errors=True)
+    line = "%-4s Python %-8s SQLite %-7s %s (%.0fs) %s" % (
+        "PASS" if ok else "FAIL", version_text, sqlite_version, summary, time.monotonic() - started, python)
+    return ok, line, detail
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1, choices=(1, 2),
+                        help="interpreters checked at once (default: %(default)s; each suite run uses 2 workers)")
+    parser.add_argument("--list", action="store_true", help="list the interpreters found and stop")
+    parser.add_argument("--skip", action="append", default=[], metavar="PYTHON",
+                        help="leave out this interpreter (a path or a name on PATH), e.g. the one `make test` "
+                        "already ran; repeatable")
+    parser.add_argument("pythons", nargs="*", help="interpreters to check instead of every one found")
+    args = parser.parse_args(argv)
+    pythons = args.pythons or find_interpreters()
+    skipped = set()
+    for name in args.skip:
+        real = real_executable(name)
+        if real is None:
+            parser.error("--skip %s: no such interpreter" % name)
+        skipped.add(real)
+    for python in [p for p in pythons if os.path.realpath(p) in skipped]:
+        print("skip %s: left out with --skip" % python)
+        pythons.remove(python)
+    if args.list:
+        print("\n".join(pythons))
+        return 0
+    if not pythons:
+        print("all_pythons: no interpreter found", file=sys.stderr)
+        return 1
+    started = time.monotonic()
+    infos = {python: probe(python) for python in pythons}
+    # Oldest first, so the report reads as a ladder; those that do not run go last.
+    pythons.sort(key=lambda python: (infos[python] is None, infos[python][1] if infos[python] else ()))
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for ok, line, detail in pool.map(check, pythons, [infos[python] for python in pythons]):
+            print(line, flush=True)
+            if ok is False and detail:
+                print("    " + detail.replace("\n", "\n    "), flush=True)
+            results.append(ok)
+    checked = [ok for ok in results if ok is not None]
+    failed = checked.count(False)
+    print("%d interpreters checked in %.0fs: %d passed, %d failed"
+          % (len(checked), time.monotonic() - started, len(checked) - failed, failed))
+    return 0 if checked and not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
