@@ -176,7 +176,7 @@ def run_purge(args):
 
 def run_upgrade(args):
     with contextlib.closing(_open_existing(args.db)) as con:
-        version = con.execute("PRAGMA user_version").fetchone()[0]
+        version = store.schema_version(con)
     print("source DB %s is at schema %d" % (args.db, version))
 
 

@@ -112,6 +112,11 @@ def open_store_readonly(path):
     return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="source")
 
 
+def schema_version(con):
+    """The schema version stamped in the source DB (its user_version). Read-only."""
+    return con.execute("PRAGMA user_version").fetchone()[0]
+
+
 def intake(con, event):
     """Take in an order: the order row and its unsent outbox row, in ONE transaction.
 

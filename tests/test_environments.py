@@ -61,7 +61,7 @@ class EnvironmentTestCase(TempDirTestCase):
             ("intake", ["-m", "outbox", "intake", "--db", source, "--id", "snack-7", "--sku", "snack", "--qty", "7"],
              "taken in snack-7"),
             ("pending", ["-m", "outbox", "pending", "--db", source], '"id": "snack-7"'),
-            ("status", ["-m", "outbox", "status", "--db", source], "oldest pending snack-7, taken in"),
+            ("status", ["-m", "outbox", "status", "--db", source], "head snack-7 (seq 1), attempts 0"),
             ("dispatch", ["-m", "outbox", "dispatch", "--db", source, "--url", url], "marked 1 sent"),
             ("status", ["-m", "outbox", "status", "--db", source], "pending 0, sent 1"),
             ("show", ["-m", "sink", "show", "--db", sink_db], "snack"),
