@@ -1,6 +1,7 @@
 """outbox: the publishing half of outbox-kit.
 
-Take an order in with its outbox row in one transaction (`intake`), read what
+Take an order in with its outbox row in one transaction (`intake`, or a
+batch of them in one transaction with `intake_many`), read what
 is unsent in intake order (`pending`), deliver one finite batch (`dispatch`)
 through a sender such as `send_http`, and mark an item sent (`mark_sent`) only
 after a verified ACK. Standard library only.
@@ -18,7 +19,7 @@ from .errors import (
 )
 from .event import validate_event
 from .sender import send_http
-from .store import init_store, intake, mark_sent, pending
+from .store import init_store, intake, intake_many, mark_sent, pending
 
 __all__ = [
     "Conflict",
@@ -32,6 +33,7 @@ __all__ = [
     "dispatch",
     "init_store",
     "intake",
+    "intake_many",
     "mark_sent",
     "pending",
     "send_http",

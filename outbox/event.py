@@ -49,9 +49,19 @@ def validate_event(event):
     return {"id": event["id"], "sku": event["sku"], "qty": int(qty)}
 
 
+# One encoder for every call: json.dumps with options builds a new one each time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def canonical(event):
     """The one serialisation of a valid event: sorted keys, no spaces, ASCII."""
-    return json.dumps(validate_event(event), sort_keys=True, separators=(",", ":"))
+    return _CANONICAL.encode(validate_event(event))
+
+
+def validate_and_serialise(event):
+    """``(validate_event(event), canonical(event))`` with the rules checked once, not twice."""
+    valid = validate_event(event)
+    return valid, _CANONICAL.encode(valid)
 
 
 def digest(event):

@@ -42,16 +42,21 @@ SCHEMA = (
 )
 
 
-def init_sink(path):
+def init_sink(path, durability="full"):
     """Open or create the sink DB at `path`; return a connection.
 
     Tables `inbox` (event_id, digest, payload, applied_at), `inventory` (sku,
     qty) and `deliveries` (seq, event_id, outcome, digest, received_at). The
     connection is in explicit-transaction mode, WAL, synchronous=FULL, with a
-    busy timeout. A file that is not a sink DB of this kit (a source DB
+    busy timeout; `durability="process"` gives synchronous=NORMAL instead (a
+    receipt survives a killed process, not a power cut; see
+    outbox.db.DURABILITY), and any other value raises ValueError before the
+    file is touched. A file that is not a sink DB of this kit (a source DB
     included) raises WrongDatabase and is left unchanged.
     """
-    return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="sink")
+    return db.open_db(
+        path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="sink", durability=durability
+    )
 
 
 def receive(con, event):
