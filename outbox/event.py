@@ -66,7 +66,12 @@ def validate_and_serialise(event):
 
 def digest(event):
     """SHA-256 (hex) of `canonical(event)`: equal digests mean identical events."""
-    return hashlib.sha256(canonical(event).encode("ascii")).hexdigest()
+    return payload_digest(canonical(event))
+
+
+def payload_digest(payload):
+    """SHA-256 (hex) of a payload that `canonical` made: ``digest`` without validating again."""
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
 
 def loads_strict(data):

@@ -10,7 +10,7 @@ import time
 
 from . import db
 from .errors import Conflict, InvalidEvent
-from .event import canonical, validate_and_serialise, validate_event
+from .event import validate_and_serialise, validate_event
 
 APPLICATION_ID = 0x4F424F58  # "OBOX": tells a source DB from a sink DB or any other file
 SCHEMA_VERSION = 1
@@ -70,8 +70,7 @@ def intake(con, event):
     same id with a different event raises Conflict. Invalid events raise
     InvalidEvent before the DB is touched.
     """
-    event = validate_event(event)
-    payload = canonical(event)
+    event, payload = validate_and_serialise(event)
     with db.transaction(con):
         row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event["id"],)).fetchone()
         if row is not None:
@@ -166,7 +165,7 @@ def intake_many(con, events):
             for event_id, (event, payload) in batch.items():
                 row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
                 if row is not None:
-                    if row[1] != payload:
+                    if payload != row[1]:
                         raise Conflict(
                             "order %r was taken in before with payload %s; refusing %s" % (event_id, row[1], payload)
                         )

@@ -9,7 +9,7 @@ import time
 
 from outbox import db
 from outbox.errors import Conflict
-from outbox.event import canonical, digest, validate_event
+from outbox.event import payload_digest, validate_and_serialise
 
 APPLICATION_ID = 0x53494E4B  # "SINK": tells a sink DB from a source DB or any other file
 SCHEMA_VERSION = 1
@@ -69,9 +69,8 @@ def receive(con, event):
     different event gets only a `conflict` delivery, which is committed
     before Conflict is raised. A failure inside leaves no trace at all.
     """
-    event = validate_event(event)
-    payload = canonical(event)
-    event_digest = digest(event)
+    event, payload = validate_and_serialise(event)  # the rules checked once, not three times
+    event_digest = payload_digest(payload)
     with db.transaction(con):
         row = con.execute("SELECT digest, payload FROM inbox WHERE event_id = ?", (event["id"],)).fetchone()
         now = time.time()
