@@ -8,4 +8,5 @@ grade:
 	$(PYTHON) grade.py
 
 bench:
-	$(PYTHON) tests/bench.py
+	$(PYTHON) bench/run.py
+

@@ -1,0 +1,84 @@
+"""make bench's machinery: real interleaving, a baseline server that does the durable work, the table.
+
+No timing is asserted here: speed is the bench's business, not the suite's.
+"""
+import contextlib
+import http.client
+import io
+import json
+import os
+import sqlite3
+
+from bench import run
+from tests.support import TempDirTestCase
+
+
+class InterleaveTest(TempDirTestCase):
+    def test_sides_alternate_a_b_then_b_a_after_one_warm_up_each(self):
+        calls = []
+
+        def side(name, value):
+            def measure(tag):
+                calls.append((name, tag))
+                return value
+            return measure
+
+        ours, baseline, ratios = run.interleave(side("A", 3.0), side("B", 2.0), 5)
+        self.assertEqual(calls, [
+            ("A", "warm"), ("B", "warm"),
+            ("A", "r0"), ("B", "r0"), ("B", "r1"), ("A", "r1"), ("A", "r2"), ("B", "r2"),
+            ("B", "r3"), ("A", "r3"), ("A", "r4"), ("B", "r4"),
+        ])
+        self.assertEqual((ours, baseline, ratios), ([3.0] * 5, [2.0] * 5, [1.5] * 5))
+
+    def test_a_row_reports_the_median_ratio_and_its_spread(self):
+        measured = ([10.0, 30.0, 20.0], [10.0, 10.0, 10.0], [1.0, 3.0, 2.0])
+        row = run.row("f", "events/s", measured, goal="ratio >= 0.9", met=True)
+        self.assertEqual((row["ours"], row["baseline"], row["ratio"], row["ratio_min"], row["ratio_max"]),
+                         (20.0, 10.0, 2.0, 1.0, 3.0))
+        text = run.table([row, run.not_measured("g", "n/a (relay not built)")])
+        self.assertIn("2.00 (1.00-3.00)", text)
+        self.assertIn("g: n/a (relay not built)", text)
+
+    def test_fewer_than_five_rounds_is_refused(self):
+        stderr = io.StringIO()
+        with self.assertRaises(SystemExit) as ctx, contextlib.redirect_stderr(stderr):
+            run.main(["--rounds", "4", "--out", self.path("results.json")])
+        self.assertEqual(ctx.exception.code, 2)
+        self.assertIn("--rounds must be at least 5, got 4", stderr.getvalue())
+        self.assertFalse(os.path.exists(self.path("results.json")))
+
+
+class BaselineSinkTest(TempDirTestCase):
+    def post(self, address, event):
+        conn = http.client.HTTPConnection(address[0], address[1], timeout=10)
+        try:
+            conn.request("POST", "/events", json.dumps(event), {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            return response.status, json.loads(response.read().decode("utf-8"))
+        finally:
+            conn.close()
+
+    def test_it_applies_once_logs_every_delivery_and_answers_like_the_sink(self):
+        server = run.baseline_server(self.tmp, "baseline")
+        try:
+            self.assertGreater(run.post_once(server.address, {"id": "a", "sku": "snack", "qty": 7}), 0)
+            self.assertEqual(self.post(server.address, {"id": "a", "sku": "snack", "qty": 7}),
+                             (200, {"ack": True, "id": "a", "result": "duplicate"}))
+            self.assertEqual(self.post(server.address, {"id": "a", "sku": "snack", "qty": 8})[0], 409)
+            self.assertEqual(self.post(server.address, {"id": "b", "sku": "snack", "qty": 2})[1]["result"], "applied")
+        finally:
+            server.stop()
+        self.assertIsNotNone(server.proc.returncode)
+        con = sqlite3.connect(self.path("baseline.db"))
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("SELECT sku, qty FROM inventory").fetchall(), [("snack", 9)])
+        self.assertEqual(con.execute("SELECT event_id FROM inbox ORDER BY event_id").fetchall(), [("a",), ("b",)])
+        outcomes = [row[0] for row in con.execute("SELECT outcome FROM deliveries ORDER BY seq")]
+        self.assertEqual(outcomes, ["applied", "duplicate", "conflict", "applied"])
+
+
+if __name__ == "__main__":
+    import unittest
+
+    unittest.main()
