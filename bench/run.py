@@ -603,6 +603,14 @@ def table(rows):
     return "\n".join(out + (["", "notes:"] + notes if notes else []))
 
 
+def load_average():
+    """The 1-minute load average, or None where the platform has none."""
+    try:
+        return round(os.getloadavg()[0], 1)
+    except (AttributeError, OSError):
+        return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per figure, at least 5 (default: %(default)s)")
@@ -611,6 +619,7 @@ def main(argv=None):
     if args.rounds < 5:
         parser.error("--rounds must be at least 5, got %d" % args.rounds)
     started = time.perf_counter()
+    load_before = load_average()
     tmp = tempfile.mkdtemp(prefix="outbox-bench-")
     rows = []
     children = []
@@ -662,14 +671,18 @@ def main(argv=None):
         "cpus": os.cpu_count(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "elapsed_s": round(elapsed, 1),
+        # Other work on the machine shows in every slice; the A/A rows show how much.
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
         "rounds": args.rounds,
         "rows": rows,
     }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
         f.write("\n")
-    print("Python %s, SQLite %s, %s cores, %d rounds, %.0f s" % (results["python"], results["sqlite"],
-                                                                 results["cpus"], args.rounds, elapsed))
+    print("Python %s, SQLite %s, %s cores, %d rounds, %.0f s, load average %s before, %s after" % (
+        results["python"], results["sqlite"], results["cpus"], args.rounds, elapsed, load_before,
+        results["load_average_after"]))
     print(table(rows))
     print("\nwritten to %s" % os.path.relpath(args.out, ROOT))
     return 0
