@@ -31,6 +31,24 @@ class InterleaveTest(TempDirTestCase):
         ])
         self.assertEqual((ours, baseline, ratios), ([3.0] * 5, [2.0] * 5, [1.5] * 5))
 
+    def test_paired_sides_take_turns_step_by_step_and_count_only_their_own_time(self):
+        calls = []
+
+        def step(name):
+            def measure():
+                calls.append(name)
+                return 1
+            return measure
+
+        ours, baseline, ratios = run.paired(step("A"), step("B"), 5, seconds=0.01)
+        self.assertEqual((len(ours), len(baseline), len(ratios)), (5, 5, 5))
+        self.assertGreater(len(calls), 20)
+        pairs = [calls[i:i + 2] for i in range(0, len(calls), 2)]
+        self.assertTrue(all(sorted(pair) == ["A", "B"] for pair in pairs), calls[:20])
+        self.assertIn(["A", "B"], pairs)
+        self.assertIn(["B", "A"], pairs)
+        self.assertTrue(all(rate > 0 for rate in ours + baseline))
+
     def test_a_row_reports_the_median_ratio_and_its_spread(self):
         measured = ([10.0, 30.0, 20.0], [10.0, 10.0, 10.0], [1.0, 3.0, 2.0])
         row = run.row("f", "events/s", measured, goal="ratio >= 0.9", met=True)
