@@ -453,7 +453,8 @@ def http_row(figure, name, ours_address, base_address, rounds, *, goal_tail=True
 
 def e2e_row(tmp, ours_sink, base_sink, rounds):
     """dispatch + send_http into the kit's sink against a raw urllib loop into the baseline server."""
-    total = E2E_EVENTS * rounds
+    # Both sides deliver whole batches of 16, so a slice may overshoot E2E_EVENTS by up to 15.
+    total = (E2E_EVENTS + store.MAX_BATCH) * rounds
     ours_con = init_store(os.path.join(tmp, "e2e.db"))
     intake_many(ours_con, events("e", total))
     raw_path = os.path.join(tmp, "e2e-raw.db")
@@ -575,12 +576,13 @@ def memory_row(tmp, sink):
         result = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, str(MEMORY_CAP_S)] + relay, cwd=ROOT,
                                 env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 universal_newlines=True, timeout=MEMORY_CAP_S + 60)
-        report = json.loads(result.stdout.strip().splitlines()[-1])
+        lines = result.stdout.strip().splitlines()
+        report = json.loads(lines[-1]) if result.returncode == 0 and lines else {"code": "?"}
         if report["code"] != 0:
             return not_measured(figure, "relay exited %s" % report["code"], goal)
-        check = store.open_store_readonly(path)
+        check = sqlite3.connect(path)
         try:
-            drained = count - store.status(check)[0]
+            drained = check.execute("SELECT count(*) FROM outbox WHERE sent = 1").fetchone()[0]
         finally:
             check.close()
         peaks[count] = report["peak_kib"] / 1024.0
@@ -645,45 +647,55 @@ def main(argv=None):
     load_before = load_average()
     tmp = tempfile.mkdtemp(prefix="outbox-bench-")
     rows = []
-    children = []
+    children = {}  # name -> Child, stopped at the end
+    errors = []
 
     def step(name, make):
         print("... %s (%.0f s so far)" % (name, time.perf_counter() - started), file=sys.stderr, flush=True)
-        made = make()
+        try:
+            made = make()
+        except Exception as exc:  # one broken figure must not hide the others
+            errors.append(name)
+            made = not_measured(name, "error: %s: %s" % (type(exc).__name__, exc))
         rows.extend(made if isinstance(made, list) else [made])
+
+    def start(name, make):
+        """Start a server child; a server that cannot start is a row of its own, and its figures error out."""
+        try:
+            children[name] = make()
+        except Exception as exc:
+            errors.append("start " + name)
+            rows.append(not_measured("start " + name, "error: %s: %s" % (type(exc).__name__, exc)))
 
     try:
         step("intake", lambda: intake_rows(tmp, args.rounds))
         step("bulk intake", lambda: bulk_row(tmp, args.rounds))
         step("receive", lambda: receive_rows(tmp, args.rounds))
         step("pending at scale", lambda: pending_row(tmp, args.rounds))
-        ours_sink = kit_sink(tmp, "sink")
-        children.append(ours_sink)
-        base_sink = baseline_server(tmp, "baseline")
-        children.append(base_sink)
-        base_twin = baseline_server(tmp, "baseline-twin")
-        children.append(base_twin)
+        start("sink", lambda: kit_sink(tmp, "sink"))
+        start("baseline", lambda: baseline_server(tmp, "baseline"))
+        start("baseline twin", lambda: baseline_server(tmp, "baseline-twin"))
         step("sink over HTTP", lambda: http_row("sink over HTTP (full), %d threads" % HTTP_THREADS, "hf",
-                                                ours_sink.address, base_sink.address, args.rounds))
-        step("A/A over HTTP", lambda: http_row("A/A: baseline server vs baseline server", "aa", base_twin.address,
-                                               base_sink.address, args.rounds, goal_tail=False))
-        base_twin.stop()
-        children.remove(base_twin)
+                                                children["sink"].address, children["baseline"].address, args.rounds))
+        step("A/A over HTTP", lambda: http_row("A/A: baseline server vs baseline server", "aa",
+                                               children["baseline twin"].address, children["baseline"].address,
+                                               args.rounds, goal_tail=False))
+        if "baseline twin" in children:
+            children.pop("baseline twin").stop()
         figure = "sink over HTTP (process), %d threads" % HTTP_THREADS
         if serve_supports_durability():
-            ours_fast = kit_sink(tmp, "sink-process", "process")
-            children.append(ours_fast)
-            base_fast = baseline_server(tmp, "baseline-process", "process")
-            children.append(base_fast)
-            step("sink over HTTP, process", lambda: http_row(figure, "hp", ours_fast.address, base_fast.address, args.rounds))
+            start("sink, process", lambda: kit_sink(tmp, "sink-process", "process"))
+            start("baseline, process", lambda: baseline_server(tmp, "baseline-process", "process"))
+            step("sink over HTTP, process", lambda: http_row(figure, "hp", children["sink, process"].address,
+                                                             children["baseline, process"].address, args.rounds))
         else:
             rows.append(not_measured(figure, "n/a (python -m sink serve has no --durability yet)",
                                      "ratio >= 0.9; p99/p50 <= 1.5x baseline's"))
-        step("end-to-end", lambda: e2e_row(tmp, ours_sink, base_sink, args.rounds))
+        step("end-to-end", lambda: e2e_row(tmp, children["sink"], children["baseline"], args.rounds))
         step("grade", lambda: grade_row(args.rounds))
-        step("memory", lambda: memory_row(tmp, ours_sink))
+        step("memory", lambda: memory_row(tmp, children["sink"]))
     finally:
-        for child in children:
+        for child in children.values():
             child.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.perf_counter() - started
@@ -708,6 +720,9 @@ def main(argv=None):
         results["load_average_after"]))
     print(table(rows))
     print("\nwritten to %s" % os.path.relpath(args.out, ROOT))
+    if errors:
+        print("could not measure: %s" % ", ".join(errors), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sqlite3
+from unittest import mock
 
 from bench import run
 from tests.support import TempDirTestCase
@@ -65,6 +66,35 @@ class InterleaveTest(TempDirTestCase):
         self.assertEqual(ctx.exception.code, 2)
         self.assertIn("--rounds must be at least 5, got 4", stderr.getvalue())
         self.assertFalse(os.path.exists(self.path("results.json")))
+
+
+class WholeRunTest(TempDirTestCase):
+    def test_a_short_run_writes_every_row_and_a_broken_figure_fails_the_run_but_not_the_others(self):
+        quick = {"figure": "quick", "unit": "events/s", "ours": 1.0, "baseline": 1.0, "ratio": 1.0, "ratio_min": 1.0,
+                 "ratio_max": 1.0, "rounds": 5, "goal": "", "met": True, "note": ""}
+
+        def broken(rounds):
+            raise RuntimeError("grade.py is missing")
+
+        out = self.path("results.json")
+        # The slow in-process figures are stood in for; the servers, HTTP rows and end-to-end row are real.
+        with mock.patch.multiple(run, intake_rows=lambda tmp, rounds: [quick], bulk_row=lambda tmp, rounds: quick,
+                                 receive_rows=lambda tmp, rounds: [quick], pending_row=lambda tmp, rounds: quick,
+                                 grade_row=broken, HTTP_SLICE_S=0.02, E2E_EVENTS=4, E2E_CAP_S=0.5), \
+                contextlib.redirect_stdout(io.StringIO()) as stdout, contextlib.redirect_stderr(io.StringIO()):
+            self.assertEqual(run.main(["--out", out]), 1)
+        with open(out, encoding="utf-8") as f:
+            results = json.load(f)
+        self.assertEqual(results["sqlite"], sqlite3.sqlite_version)
+        rows = {row["figure"]: row for row in results["rows"]}
+        self.assertIn("error: RuntimeError: grade.py is missing", rows["grade"]["note"])
+        for figure in ("sink over HTTP (full), 4 threads", "A/A: baseline server vs baseline server",
+                       "end-to-end delivery, dispatch + send_http"):
+            self.assertEqual(rows[figure]["rounds"], 5, figure)
+            self.assertLessEqual(rows[figure]["ratio_min"], rows[figure]["ratio"])
+            self.assertLessEqual(rows[figure]["ratio"], rows[figure]["ratio_max"])
+        self.assertTrue(any(figure.startswith("memory") for figure in rows))
+        self.assertIn("end-to-end delivery", stdout.getvalue())
 
 
 class BaselineSinkTest(TempDirTestCase):
