@@ -15,9 +15,11 @@ import threading
 import time
 
 SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS inbox (event_id TEXT PRIMARY KEY, digest TEXT NOT NULL, payload TEXT NOT NULL, applied_at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS inbox (event_id TEXT PRIMARY KEY, digest TEXT NOT NULL, payload TEXT NOT NULL,"
+    " applied_at REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS inventory (sku TEXT PRIMARY KEY, qty INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS deliveries (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, outcome TEXT NOT NULL, digest TEXT NOT NULL, received_at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS deliveries (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL,"
+    " outcome TEXT NOT NULL, digest TEXT NOT NULL, received_at REAL NOT NULL)",
 )
 SYNCHRONOUS = {"full": "PRAGMA synchronous = FULL", "process": "PRAGMA synchronous = NORMAL"}
 

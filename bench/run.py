@@ -144,7 +144,8 @@ def one(call, *args):
 
 
 def events(tag, count, start=0):
-    return [{"id": "%s-%06d" % (tag, i), "sku": "sku%d" % (i % 8), "qty": 1 + i % 9} for i in range(start, start + count)]
+    return [{"id": "%s-%06d" % (tag, i), "sku": "sku%d" % (i % 8), "qty": 1 + i % 9}
+            for i in range(start, start + count)]
 
 
 class Counter:
@@ -339,7 +340,9 @@ class Child:
         line = self.proc.stdout.readline().decode("ascii", "replace").strip() if ready else ""
         if not line.startswith("http://"):
             self.stop()
-            raise RuntimeError("%s did not print its URL within %gs (see %s)" % (" ".join(args), CHILD_START_S, log_path))
+            raise RuntimeError(
+                "%s did not print its URL within %gs (see %s)" % (" ".join(args), CHILD_START_S, log_path)
+            )
         self.url = line
         host, port = line[len("http://"):].rsplit(":", 1)
         self.address = (host, int(port))
@@ -437,8 +440,10 @@ def http_row(figure, name, ours_address, base_address, rounds, *, goal_tail=True
     """`name` keeps this row's event ids apart from other rows' on the same server."""
     ours_latencies, base_latencies = [], []
     measured = interleave(
-        lambda tag: http_slice(ours_address, "%s-a-%s" % (name, tag), kept(tag, ours_latencies), span(tag, HTTP_SLICE_S)),
-        lambda tag: http_slice(base_address, "%s-b-%s" % (name, tag), kept(tag, base_latencies), span(tag, HTTP_SLICE_S)),
+        lambda tag: http_slice(ours_address, "%s-a-%s" % (name, tag), kept(tag, ours_latencies),
+                               span(tag, HTTP_SLICE_S)),
+        lambda tag: http_slice(base_address, "%s-b-%s" % (name, tag), kept(tag, base_latencies),
+                               span(tag, HTTP_SLICE_S)),
         rounds,
     )
     (a50, a99), (b50, b99) = tail(ours_latencies), tail(base_latencies)
@@ -491,7 +496,9 @@ def e2e_row(tmp, ours_sink, base_sink, rounds):
         done = 0
         started = time.perf_counter()
         while done < E2E_EVENTS and time.perf_counter() - started < E2E_CAP_S:
-            batch = raw_con.execute("SELECT event_id, payload FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 16").fetchall()
+            batch = raw_con.execute(
+                "SELECT event_id, payload FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 16"
+            ).fetchall()
             if not batch:
                 break
             for event_id, payload in batch:
@@ -586,7 +593,8 @@ def memory_row(tmp, sink):
         finally:
             check.close()
         peaks[count] = report["peak_kib"] / 1024.0
-        notes.append("%d: %d drained%s" % (count, drained, " (SIGTERM after %gs)" % MEMORY_CAP_S if report["stopped"] else ""))
+        stopped = " (SIGTERM after %gs)" % MEMORY_CAP_S if report["stopped"] else ""
+        notes.append("%d: %d drained%s" % (count, drained, stopped))
     more = peaks[MEMORY_LARGE] - peaks[MEMORY_SMALL]
     result = {"figure": figure, "unit": "MiB", "ours": peaks[MEMORY_LARGE], "baseline": peaks[MEMORY_SMALL],
               "ratio": None, "ratio_min": None, "ratio_max": None, "rounds": 1, "goal": goal, "met": more <= 5.0,
@@ -638,7 +646,8 @@ def load_average():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per figure, at least 5 (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="rounds per figure, at least 5 (default: %(default)s)")
     parser.add_argument("--out", default=RESULTS, help="where to write the results (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.rounds < 5:

@@ -1,10 +1,10 @@
 """outbox: the publishing half of outbox-kit.
 
-Take an order in with its outbox row in one transaction (`intake`, or a
-batch of them in one transaction with `intake_many`), read what
-is unsent in intake order (`pending`), deliver one finite batch (`dispatch`)
-through a sender such as `send_http`, and mark an item sent (`mark_sent`) only
-after a verified ACK. Standard library only.
+Take an order in with its outbox row in one transaction (`intake`; a batch
+of them, all or nothing, with `intake_many`), read what is unsent in intake
+order (`pending`), deliver one finite batch (`dispatch`) through a sender such
+as `send_http`, and mark an item sent (`mark_sent`) only after a verified ACK.
+Standard library only.
 """
 from .dispatch import dispatch
 from .errors import (

@@ -1,8 +1,8 @@
 """The source DB: orders and their outbox rows.
 
 The only module with the source DB's SQL. It writes in exactly three places,
-`intake`, `intake_many` and `mark_sent`, each one visible transaction. It never sends
-anything and never deletes a row.
+`intake`, `intake_many` and `mark_sent`, each one visible transaction. It
+never sends anything and never deletes a row.
 """
 import json
 import sqlite3
@@ -128,7 +128,6 @@ def status(con):
     return counts.get(0, 0), counts.get(1, 0), oldest
 
 
-
 def intake_many(con, events):
     """Take in a batch of orders in ONE transaction: all of them or none.
 
@@ -150,7 +149,8 @@ def intake_many(con, events):
         first = batch.setdefault(event["id"], (event, payload))
         if first[1] != payload:
             raise Conflict(
-                "order %r appears twice in the batch, as %s and as %s (event %d)" % (event["id"], first[1], payload, index)
+                "order %r appears twice in the batch, as %s and as %s (event %d)"
+                % (event["id"], first[1], payload, index)
             )
         ids.append(event["id"])
     try:
