@@ -13,7 +13,7 @@ grade:
 	$(PYTHON) grade.py
 
 bench:
-	$(PYTHON) tests/bench.py
+	$(PYTHON) bench/run.py
 
 # issue 9's crash matrix and seeded soak; SEED=n reproduces a soak schedule
 torture:

@@ -54,6 +54,7 @@ def build_parser():
     take.add_argument("--id", required=True, help="event id, e.g. snack-7")
     take.add_argument("--sku", required=True, help="stock-keeping unit, e.g. snack")
     take.add_argument("--qty", required=True, type=int, help="quantity, 1-1000000")
+    cli_ops.add_durability_flag(take)
 
     show = command("pending", _pending, "print unsent events in intake order (read-only)")
     show.add_argument("--db", required=True, help="existing source DB")
@@ -64,6 +65,7 @@ def build_parser():
     send.add_argument("--url", required=True, help="the sink, e.g. http://127.0.0.1:8765/events")
     send.add_argument("--limit", type=int, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
     send.add_argument("--timeout", type=float, default=5.0, help="seconds per delivery (default: %(default)s)")
+    cli_ops.add_durability_flag(send)
 
     cli_ops.add_commands(command)
     return parser
@@ -71,7 +73,7 @@ def build_parser():
 
 def _intake(args):
     event = validate_event({"id": args.id, "sku": args.sku, "qty": args.qty})  # before the file exists
-    with contextlib.closing(store.init_store(args.db)) as con:
+    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
         seq = store.intake(con, event)
     print("taken in %s as seq %d" % (args.id, seq))
 
@@ -94,7 +96,7 @@ def _dispatch(args):
         print("ACK %s" % event["id"], flush=True)
         return acked
 
-    with contextlib.closing(store.init_store(args.db)) as con:
+    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
         print("marked %d sent" % dispatch(con, send, args.limit))
 
 

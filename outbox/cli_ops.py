@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 
-from . import evidence, prometheus, relay, retention, sinkview, store
+from . import db, evidence, prometheus, relay, retention, sinkview, store
 from .errors import OutboxError
 from .event import loads_strict
 from .sender import check_timeout, check_url, send_http
@@ -60,6 +60,7 @@ def add_commands(command):
     loop.add_argument("--max-delay", type=_seconds, default=30.0, metavar="S",
                       help="cap of any backoff wait (default: %(default)s)")
     loop.add_argument("--timeout", type=float, default=5.0, help="seconds per delivery (default: %(default)s)")
+    add_durability_flag(loop)
     loop.add_argument("--once", action="store_true", help="exit 0 as soon as nothing is pending (default: wait "
                       "for new intake, polling every %gs)" % RELAY_POLL)
 
@@ -155,7 +156,7 @@ def run_relay(args):
         print("relay: delivered %d, pending %d, %.1f events/s" % (delivered, pending, rate), file=sys.stderr,
               flush=True)
 
-    with contextlib.closing(_open_existing(args.db)) as con:
+    with contextlib.closing(_open_existing(args.db, durability=args.durability)) as con:
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             delivered = relay.run(
@@ -180,10 +181,17 @@ def run_upgrade(args):
     print("source DB %s is at schema %d" % (args.db, version))
 
 
-def _open_existing(path):
+def add_durability_flag(parser):
+    """`--durability full|process` on a command that writes as it delivers or takes in."""
+    parser.add_argument("--durability", choices=sorted(db.DURABILITY), default="full",
+                        help="full: each commit is on disk before it returns (survives a power cut); process: "
+                        "survives a killed process, not a power cut (default: %(default)s)")
+
+
+def _open_existing(path, durability="full"):
     if not os.path.isfile(path):
         raise OutboxError("no source DB at %r (intake creates one)" % (path,))
-    return store.init_store(path)
+    return store.init_store(path, durability=durability)
 
 
 def _formats(parser, *, prometheus_too):

@@ -14,24 +14,45 @@ from .errors import WrongDatabase
 
 BUSY_TIMEOUT_MS = 5000
 
+# What a COMMIT survives, by name. "full" fsyncs the WAL at every commit, so a
+# committed transaction survives a power cut. "process" (synchronous=NORMAL in
+# WAL mode) fsyncs only at checkpoints: a commit survives a killed process,
+# since the WAL is already in the OS page cache, but the last few may be lost
+# in a power cut or an OS crash. The file is never corrupted either way.
+DURABILITY = {"full": "PRAGMA synchronous = FULL", "process": "PRAGMA synchronous = NORMAL"}
 
-def open_db(path, *, application_id, version, schema, kind):
+
+def check_durability(durability):
+    """Return `durability` if it is a name in DURABILITY, else raise ValueError naming the choices."""
+    if not isinstance(durability, str) or durability not in DURABILITY:
+        raise ValueError(
+            "durability must be one of %s, got %r" % (", ".join(repr(name) for name in DURABILITY), durability)
+        )
+    return durability
+
+
+def open_db(path, *, application_id, version, schema, kind, durability="full"):
     """Open or create the kit database `kind` at `path` and return the connection.
 
     Guarantees: the connection is in explicit-transaction mode
-    (``isolation_level=None``), WAL, ``synchronous=FULL``, with a busy timeout
-    of BUSY_TIMEOUT_MS. A new (missing or empty) file gets `schema`, stamped with
+    (``isolation_level=None``), WAL, ``synchronous=FULL`` (or ``NORMAL`` with
+    ``durability="process"``, see DURABILITY), with a busy timeout of
+    BUSY_TIMEOUT_MS. Any other `durability` raises ValueError before the file
+    is touched. A new (missing or empty) file gets `schema`, stamped with
     `application_id` and `version` in the same transaction. An existing file is
     only read before it is accepted: a file that is not SQLite, or that carries
     another application_id or version (the other side's DB included), raises
     WrongDatabase and is left byte-for-byte unchanged.
     """
+    check_durability(durability)
     path = os.fspath(path)
     if os.path.isdir(path):
         raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))
     con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000.0)
     try:
-        _accept_or_create(con, path, application_id=application_id, version=version, schema=schema, kind=kind)
+        _accept_or_create(
+            con, path, application_id=application_id, version=version, schema=schema, kind=kind, durability=durability
+        )
     except BaseException:
         con.close()
         raise
@@ -82,13 +103,13 @@ def _look(con, path, *, application_id, version, kind):
     return None
 
 
-def _accept_or_create(con, path, *, application_id, version, schema, kind):
+def _accept_or_create(con, path, *, application_id, version, schema, kind, durability):
     is_new = _look(con, path, application_id=application_id, version=version, kind=kind)
     con.execute("PRAGMA busy_timeout = %d" % BUSY_TIMEOUT_MS)
     mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode.lower() != "wal":
         raise WrongDatabase("%r: could not switch the %s DB to WAL (journal_mode is %s)" % (path, kind, mode))
-    con.execute("PRAGMA synchronous = FULL")
+    con.execute(DURABILITY[durability])
     con.execute("PRAGMA foreign_keys = ON")
     if is_new:
         with transaction(con):

@@ -49,14 +49,29 @@ def validate_event(event):
     return {"id": event["id"], "sku": event["sku"], "qty": int(qty)}
 
 
+# One encoder for every call: json.dumps with options builds a new one each time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def canonical(event):
     """The one serialisation of a valid event: sorted keys, no spaces, ASCII."""
-    return json.dumps(validate_event(event), sort_keys=True, separators=(",", ":"))
+    return _CANONICAL.encode(validate_event(event))
+
+
+def validate_and_serialise(event):
+    """``(validate_event(event), canonical(event))`` with the rules checked once, not twice."""
+    valid = validate_event(event)
+    return valid, _CANONICAL.encode(valid)
 
 
 def digest(event):
     """SHA-256 (hex) of `canonical(event)`: equal digests mean identical events."""
-    return hashlib.sha256(canonical(event).encode("ascii")).hexdigest()
+    return payload_digest(canonical(event))
+
+
+def payload_digest(payload):
+    """SHA-256 (hex) of a payload that `canonical` made: ``digest`` without validating again."""
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
 
 def loads_strict(data):

@@ -1,16 +1,18 @@
 """The source DB: orders, their outbox rows, and the operator's records about them.
 
 The only module with the source DB's SQL. It writes in a few named places,
-each one visible transaction: `intake`, `mark_sent`, the attempt records,
-`quarantine`, `requeue` and `purge_sent_batch`. It never sends anything, and
-the only rows it ever deletes are sent outbox rows an operator purges.
+each one visible transaction: `intake`, `intake_many`, `mark_sent`, the
+attempt records, `quarantine`, `requeue` and `purge_sent_batch`. It never
+sends anything, and the only rows it ever deletes are sent outbox rows an
+operator purges.
 """
 import json
+import sqlite3
 import time
 
 from . import db
-from .errors import Conflict, OutboxError
-from .event import canonical, validate_event
+from .errors import Conflict, InvalidEvent, OutboxError
+from .event import canonical, validate_and_serialise, validate_event
 
 APPLICATION_ID = 0x4F424F58  # "OBOX": tells a source DB from a sink DB or any other file
 SCHEMA_VERSION = 2
@@ -90,16 +92,22 @@ SCHEMA = SCHEMA_V1 + UPGRADE_1_TO_2
 PENDING_SQL = "SELECT payload FROM outbox WHERE sent = 0 AND quarantined_at IS NULL ORDER BY seq LIMIT ?"
 
 
-def init_store(path):
+def init_store(path, durability="full"):
     """Open or create the source DB at `path`; return a connection.
 
     Tables `orders` and `outbox` (seq, event_id, payload, sent, ...). The
     connection is in explicit-transaction mode, WAL, synchronous=FULL, with a
-    busy timeout. A file that is not a source DB of this kit (a sink DB
-    included) raises WrongDatabase and is left unchanged.
+    busy timeout; `durability="process"` gives synchronous=NORMAL instead (a
+    commit survives a killed process, not a power cut; see db.DURABILITY), and
+    any other value raises ValueError before the file is touched. A file that
+    is not a source DB of this kit (a sink DB included) raises WrongDatabase
+    and is left unchanged.
     """
+    db.check_durability(durability)  # before the upgrade below can touch the file
     db.upgrade_in_place(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, upgrades=UPGRADES, kind="source")
-    return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="source")
+    return db.open_db(
+        path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="source", durability=durability
+    )
 
 
 def open_store_readonly(path):
@@ -125,8 +133,7 @@ def intake(con, event):
     same id with a different event raises Conflict. Invalid events raise
     InvalidEvent before the DB is touched.
     """
-    event = validate_event(event)
-    payload = canonical(event)
+    event, payload = validate_and_serialise(event)
     with db.transaction(con):
         row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event["id"],)).fetchone()
         if row is not None:
@@ -382,3 +389,73 @@ def _one_line(field, text):
 
 def _utc(timestamp):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def intake_many(con, events):
+    """Take in a batch of orders in ONE transaction: all of them or none.
+
+    Returns the outbox seqs in input order. Every event is validated before the
+    DB is touched; the first invalid one raises InvalidEvent naming its index
+    and field, and nothing is written. Each event follows `intake`'s rules: an
+    id already taken in with an identical event gets its existing seq and
+    writes nothing; with a different event it raises Conflict, and nothing of
+    the batch is written. A repeat within the batch is the same: identical,
+    the same seq; different, Conflict.
+    """
+    ids = []
+    batch = {}  # id -> (event, payload) of its first appearance; dicts keep input order
+    for index, event in enumerate(events):
+        try:
+            event, payload = validate_and_serialise(event)
+        except InvalidEvent as exc:
+            raise InvalidEvent("event %d: %s" % (index, exc)) from None
+        first = batch.setdefault(event["id"], (event, payload))
+        if first[1] != payload:
+            raise Conflict(
+                "order %r appears twice in the batch, as %s and as %s (event %d)"
+                % (event["id"], first[1], payload, index)
+            )
+        ids.append(event["id"])
+    try:
+        with db.transaction(con):
+            seqs = _insert_new(con, list(batch.values()))
+    except sqlite3.IntegrityError:
+        # An id of the batch was taken in before (orders.id is the primary key),
+        # so that transaction rolled back and wrote nothing. This one looks each
+        # id up first, as `intake` does; a new batch never pays for the lookups.
+        with db.transaction(con):
+            seqs = {}
+            for event_id, (event, payload) in batch.items():
+                row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
+                if row is not None:
+                    if payload != row[1]:
+                        raise Conflict(
+                            "order %r was taken in before with payload %s; refusing %s" % (event_id, row[1], payload)
+                        )
+                    seqs[event_id] = row[0]
+            seqs.update(_insert_new(con, [batch[event_id] for event_id in batch if event_id not in seqs]))
+    return [seqs[event_id] for event_id in ids]
+
+
+def _insert_new(con, new):
+    """Write the order and outbox rows of `new`, a list of (event, payload); return {id: seq}.
+
+    Runs inside the caller's transaction. An id that is already taken in raises
+    sqlite3.IntegrityError (orders.id is the primary key).
+    """
+    if not new:
+        return {}
+    # AUTOINCREMENT gives every new row a seq above any the table ever had, and
+    # the caller's BEGIN IMMEDIATE keeps other writers out: the rows above the
+    # current top are exactly these.
+    top = con.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+    now = time.time()
+    con.executemany(
+        "INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
+        [(event["id"], event["sku"], event["qty"], now) for event, _ in new],
+    )
+    con.executemany(
+        "INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, ?)",
+        [(event["id"], payload, now) for event, payload in new],
+    )
+    return dict(con.execute("SELECT event_id, seq FROM outbox WHERE seq > ?", (top,)))

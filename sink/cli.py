@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import time
 
+from outbox.db import DURABILITY
 from outbox.errors import OutboxError
 
 from . import faults, inbox, metrics, server
@@ -117,6 +118,13 @@ def _build_parser():
         help="drop-after-commit: how many events it hits before the server behaves normally; "
         "a crash fault ends the process at its first hit (default: %(default)s)",
     )
+    serve.add_argument(
+        "--durability",
+        choices=sorted(DURABILITY),
+        default="full",
+        help="full: each commit is on disk before the ACK (survives a power cut); process: survives a killed "
+        "process, not a power cut (default: %(default)s)",
+    )
     serve.set_defaults(run=_serve)
 
     show = commands.add_parser(
@@ -151,6 +159,7 @@ def _serve(args):
             fault=args.fault,
             fault_count=args.fault_count,
             max_connections=args.max_connections,
+            durability=args.durability,
         )
     except OSError as exc:
         raise OSError("cannot listen on %s port %d: %s" % (args.host, args.port, exc)) from None

@@ -9,7 +9,7 @@ import time
 
 from outbox import db
 from outbox.errors import Conflict
-from outbox.event import canonical, digest, validate_event
+from outbox.event import payload_digest, validate_and_serialise
 
 APPLICATION_ID = 0x53494E4B  # "SINK": tells a sink DB from a source DB or any other file
 SCHEMA_VERSION = 1
@@ -42,16 +42,21 @@ SCHEMA = (
 )
 
 
-def init_sink(path):
+def init_sink(path, durability="full"):
     """Open or create the sink DB at `path`; return a connection.
 
     Tables `inbox` (event_id, digest, payload, applied_at), `inventory` (sku,
     qty) and `deliveries` (seq, event_id, outcome, digest, received_at). The
     connection is in explicit-transaction mode, WAL, synchronous=FULL, with a
-    busy timeout. A file that is not a sink DB of this kit (a source DB
+    busy timeout; `durability="process"` gives synchronous=NORMAL instead (a
+    receipt survives a killed process, not a power cut; see
+    outbox.db.DURABILITY), and any other value raises ValueError before the
+    file is touched. A file that is not a sink DB of this kit (a source DB
     included) raises WrongDatabase and is left unchanged.
     """
-    return db.open_db(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="sink")
+    return db.open_db(
+        path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="sink", durability=durability
+    )
 
 
 def receive(con, event):
@@ -64,9 +69,8 @@ def receive(con, event):
     different event gets only a `conflict` delivery, which is committed
     before Conflict is raised. A failure inside leaves no trace at all.
     """
-    event = validate_event(event)
-    payload = canonical(event)
-    event_digest = digest(event)
+    event, payload = validate_and_serialise(event)  # the rules checked once, not three times
+    event_digest = payload_digest(payload)
     with db.transaction(con):
         row = con.execute("SELECT digest, payload FROM inbox WHERE event_id = ?", (event["id"],)).fetchone()
         now = time.time()

@@ -25,6 +25,7 @@ import collections
 import concurrent.futures
 import email.utils
 import errno
+import functools
 import json
 import select
 import selectors
@@ -35,6 +36,7 @@ import time
 import traceback
 from http import HTTPStatus
 
+from outbox.db import check_durability
 from outbox.errors import Conflict, InvalidEvent
 from outbox.event import loads_strict, validate_event
 
@@ -83,6 +85,7 @@ def make_server(
     receive=None,
     log=None,
     max_connections=DEFAULT_MAX_CONNECTIONS,
+    durability="full",
 ):
     """Return a SinkServer bound and listening on (host, port), NOT yet serving.
 
@@ -98,7 +101,9 @@ def make_server(
     waited longest without a complete request is closed to make room.
     `fault` is a name from sink.faults.NAMES hitting the first `fault_count`
     valid events. `log(line)`, if given, receives one line per request and
-    any internal error; by default nothing is printed.
+    any internal error; by default nothing is printed. `durability` ("full" or
+    "process", see outbox.db.DURABILITY) is passed to the kit's own
+    `init_sink`; with a foreign `init_sink` it must stay "full" (ValueError).
     """
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
         raise ValueError("timeout must be a number of seconds > 0, got %r" % (timeout,))
@@ -108,7 +113,10 @@ def make_server(
     # runs on it): a foreign store's inbox may hold a digest of another form,
     # which the publisher would refuse although the payloads agree.
     own_store = init_sink is None
-    open_store = init_sink if init_sink is not None else inbox.init_sink
+    check_durability(durability)
+    if not own_store and durability != "full":
+        raise ValueError("durability %r applies to the kit's own store; a foreign init_sink sets its own" % durability)
+    open_store = init_sink if init_sink is not None else functools.partial(inbox.init_sink, durability=durability)
     receive = receive if receive is not None else inbox.receive
     if fault is not None:
         from . import faults  # only here: a server without a fault never loads the fault code

@@ -1,0 +1,739 @@
+"""make bench: every speed figure of the kit as a ratio to a stdlib baseline, in one run.
+
+Each figure runs ours (A) and its baseline (B) interleaved in this run, A B
+then B A, for at least 5 rounds, and reports the median of the per-round
+ratios with their min and max; never a number from another run. In-process
+figures take turns step by step within each round (`paired`); servers and
+whole processes take turns slice by slice (`interleave`). A/A rows (a
+baseline against a second copy of itself) show the noise. Prints a table and
+writes bench/results.json. Standard library only; slices are bounded in time,
+so a loaded machine gives fewer events per slice rather than a longer run.
+"""
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import select
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":
+    sys.path[:1] = [ROOT]  # run as a script, sys.path[0] is bench/, not the root with the packages
+
+from bench import baseline_sink  # noqa: E402
+from outbox import db, dispatch, init_store, intake, intake_many, send_http  # noqa: E402
+from outbox import store  # noqa: E402
+from outbox.store import pending  # noqa: E402
+from sink import inbox  # noqa: E402
+
+ROUNDS = 5
+SLICE_S = 0.2  # one in-process slice of one side
+HTTP_SLICE_S = 0.4  # one slice of 4 client threads against one server
+WARMUP = 0.25  # a warm-up slice is this fraction of a measured one
+HTTP_THREADS = 4
+E2E_EVENTS = 400  # per side per round: 5 rounds deliver 2,000 events per side
+E2E_CAP_S = 1.5  # ... unless a slice runs out of time first (then the row says how many)
+BULK_BATCH = 1000
+BIG_SENT = 1000000
+SMALL_SENT = 1000
+MEMORY_SMALL, MEMORY_LARGE = 1000, 100000
+MEMORY_CAP_S = 6.0
+CHILD_START_S = 15.0
+RESULTS = os.path.join(ROOT, "bench", "results.json")
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def interleave(ours, baseline, rounds, *, warmup=True):
+    """Run ``ours(tag)`` and ``baseline(tag)`` alternately: A B, B A, A B, ...
+
+    Returns (ours values, baseline values, per-round ratios ours/baseline). A
+    warm-up call of each side (tag "warm", see span) comes first and is thrown away.
+    """
+    if warmup:
+        ours("warm")
+        baseline("warm")
+    a_values, b_values, ratios = [], [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            a, b = ours("r%d" % r), baseline("r%d" % r)
+        else:
+            b, a = baseline("r%d" % r), ours("r%d" % r)
+        a_values.append(a)
+        b_values.append(b)
+        ratios.append(a / b)
+    return a_values, b_values, ratios
+
+
+def row(figure, unit, measured, *, goal, met, note=""):
+    a_values, b_values, ratios = measured
+    return {
+        "figure": figure,
+        "unit": unit,
+        "ours": statistics.median(a_values),
+        "baseline": statistics.median(b_values),
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "rounds": len(ratios),
+        "goal": goal,
+        "met": met,
+        "note": note,
+    }
+
+
+def not_measured(figure, note, goal=""):
+    return {"figure": figure, "unit": "", "ours": None, "baseline": None, "ratio": None, "ratio_min": None,
+            "ratio_max": None, "rounds": 0, "goal": goal, "met": None, "note": note}
+
+
+def span(tag, seconds=SLICE_S):
+    """How long a slice runs: a warm-up one only briefly."""
+    return seconds * WARMUP if tag == "warm" else seconds
+
+
+def paired(ours, baseline, rounds, seconds=SLICE_S):
+    """The finest interleaving, for steps of a few milliseconds at most.
+
+    Within each round the sides take turns step by step (A B, B A, A B, ...)
+    for 2 x `seconds`, and each side's rate counts only the time spent in its
+    own steps, so both meet the same load from the rest of the machine. A step
+    returns how many events it did. Returns (ours rates, baseline rates,
+    per-round ratios ours/baseline); a short warm-up round is thrown away.
+    """
+    steps = (ours, baseline)
+
+    def one_round(first, seconds):
+        spent, done = [0.0, 0.0], [0, 0]
+        turn = first
+        deadline = time.perf_counter() + 2 * seconds
+        while time.perf_counter() < deadline:
+            for side in ((0, 1) if turn % 2 == 0 else (1, 0)):
+                started = time.perf_counter()
+                done[side] += steps[side]()
+                spent[side] += time.perf_counter() - started
+            turn += 1
+        return done[0] / spent[0], done[1] / spent[1]
+
+    one_round(0, seconds * WARMUP)
+    a_values, b_values, ratios = [], [], []
+    for r in range(rounds):
+        a, b = one_round(r, seconds)
+        a_values.append(a)
+        b_values.append(b)
+        ratios.append(a / b)
+    return a_values, b_values, ratios
+
+
+def one(call, *args):
+    """Do `call` for one event; return 1, the count `paired` adds up."""
+    call(*args)
+    return 1
+
+
+def events(tag, count, start=0):
+    return [{"id": "%s-%06d" % (tag, i), "sku": "sku%d" % (i % 8), "qty": 1 + i % 9}
+            for i in range(start, start + count)]
+
+
+class Counter:
+    """Hands out distinct event ids across the slices of one side."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.next = 0
+
+    def take(self, count):
+        batch = events(self.prefix, count, self.next)
+        self.next += count
+        return batch
+
+
+# ---------------------------------------------------------------- raw baselines
+
+
+def raw_store(path, durability="full"):
+    """A source DB on a plain connection with the kit's pragmas and tables, none of its code."""
+    con = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute(db.DURABILITY[durability])
+    con.execute("PRAGMA busy_timeout = 5000")
+    con.execute("PRAGMA foreign_keys = ON")
+    for statement in store.SCHEMA:
+        con.execute(statement)
+    return con
+
+
+def raw_payload(event):
+    return json.dumps(event, sort_keys=True, separators=(",", ":"))
+
+
+def raw_intake(con, event):
+    now = time.time()
+    con.execute("BEGIN IMMEDIATE")
+    con.execute("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
+                (event["id"], event["sku"], event["qty"], now))
+    con.execute("INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, ?)",
+                (event["id"], raw_payload(event), now))
+    con.execute("COMMIT")
+
+
+def raw_intake_many(con, batch):
+    now = time.time()
+    con.execute("BEGIN IMMEDIATE")
+    con.executemany("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
+                    [(e["id"], e["sku"], e["qty"], now) for e in batch])
+    con.executemany("INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, ?)",
+                    [(e["id"], raw_payload(e), now) for e in batch])
+    con.execute("COMMIT")
+    return len(batch)
+
+
+# ---------------------------------------------------------------- in-process figures
+
+
+def intake_rows(tmp, rounds):
+    rows = []
+    for durability in ("full", "process"):
+        ours_con = init_store(os.path.join(tmp, "intake-%s.db" % durability), durability=durability)
+        raw_con = raw_store(os.path.join(tmp, "intake-raw-%s.db" % durability), durability)
+        ours_ids, raw_ids = Counter("i-" + durability), Counter("r-" + durability)
+        try:
+            measured = paired(
+                lambda: one(intake, ours_con, ours_ids.take(1)[0]),
+                lambda: one(raw_intake, raw_con, raw_ids.take(1)[0]),
+                rounds,
+            )
+        finally:
+            ours_con.close()
+            raw_con.close()
+        ratio = statistics.median(measured[2])
+        rows.append(row("intake, one event per transaction (%s)" % durability, "events/s", measured,
+                        goal="ratio >= 0.95", met=ratio >= 0.95))
+    # A/A: the raw intake against a second copy of itself, the noise of the fsync-bound rows.
+    first, second = raw_store(os.path.join(tmp, "aa-1.db")), raw_store(os.path.join(tmp, "aa-2.db"))
+    ids_one, ids_two = Counter("aa1"), Counter("aa2")
+    try:
+        measured = paired(
+            lambda: one(raw_intake, first, ids_one.take(1)[0]),
+            lambda: one(raw_intake, second, ids_two.take(1)[0]),
+            rounds,
+        )
+    finally:
+        first.close()
+        second.close()
+    rows.append(row("A/A: raw intake vs raw intake (full)", "events/s", measured, goal="noise: ratio near 1",
+                    met=None))
+    return rows
+
+
+def bulk_row(tmp, rounds):
+    ours_con = init_store(os.path.join(tmp, "bulk.db"))
+    raw_con = raw_store(os.path.join(tmp, "bulk-raw.db"))
+    ours_ids, raw_ids = Counter("b"), Counter("br")
+    try:
+        measured = paired(
+            lambda: len(intake_many(ours_con, ours_ids.take(BULK_BATCH))),
+            lambda: raw_intake_many(raw_con, raw_ids.take(BULK_BATCH)),
+            rounds,
+        )
+    finally:
+        ours_con.close()
+        raw_con.close()
+    ratio, ours_rate = statistics.median(measured[2]), statistics.median(measured[0])
+    return row("bulk intake, intake_many of %d" % BULK_BATCH, "events/s", measured,
+               goal="ratio >= 0.9 and >= 50,000 events/s", met=ratio >= 0.9 and ours_rate >= 50000)
+
+
+def build_source(path, sent_rows, unsent_rows=16):
+    """A source DB with `sent_rows` sent rows (executemany, one transaction) and `unsent_rows` pending ones."""
+    con = init_store(path)
+    con.execute("BEGIN IMMEDIATE")
+    con.executemany("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, 'bench', 1, 0.0)",
+                    (("s%07d" % i,) for i in range(sent_rows)))
+    # One statement instead of a second executemany: half the build time. The
+    # payloads are canonical (sorted keys, no spaces), as intake writes them.
+    con.execute(
+        "INSERT INTO outbox (event_id, payload, sent, created_at, sent_at) "
+        """SELECT id, '{"id":"' || id || '","qty":1,"sku":"bench"}', 1, 0.0, 0.0 FROM orders ORDER BY id"""
+    )
+    con.execute("COMMIT")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    intake_many(con, events("u", unsent_rows))
+    return con
+
+
+def pending_row(tmp, rounds):
+    started = time.perf_counter()
+    big = build_source(os.path.join(tmp, "pending-big.db"), BIG_SENT)
+    built = time.perf_counter() - started
+    small = build_source(os.path.join(tmp, "pending-small.db"), SMALL_SENT)
+
+    def call(con):
+        if len(pending(con, 16)) != 16:
+            raise RuntimeError("pending(16) did not find the 16 unsent rows")
+        return 1
+
+    try:
+        calls = paired(lambda: call(big), lambda: call(small), rounds)
+    finally:
+        big.close()
+        small.close()
+    # From calls per second to microseconds per call, and to a time ratio.
+    measured = ([1e6 / rate for rate in calls[0]], [1e6 / rate for rate in calls[1]], [1 / r for r in calls[2]])
+    ratio = statistics.median(measured[2])
+    return row("pending(16), 1,000,000 sent vs 1,000 sent", "us/call", measured, goal="time ratio <= 1.5",
+               met=ratio <= 1.5, note="1,000,000 rows built in %.1f s" % built)
+
+
+def receive_rows(tmp, rounds):
+    rows = []
+    for durability in ("full", "process"):
+        ours_con = inbox.init_sink(os.path.join(tmp, "receive-%s.db" % durability), durability=durability)
+        raw_con = baseline_sink.connect(os.path.join(tmp, "receive-raw-%s.db" % durability), durability)
+        ours_ids, raw_ids = Counter("rc-" + durability), Counter("rr-" + durability)
+        try:
+            measured = paired(
+                lambda: one(inbox.receive, ours_con, ours_ids.take(1)[0]),
+                lambda: one(baseline_sink.record, raw_con, raw_ids.take(1)[0]),
+                rounds,
+            )
+        finally:
+            ours_con.close()
+            raw_con.close()
+        ratio = statistics.median(measured[2])
+        rows.append(row("receive in process (%s)" % durability, "events/s", measured, goal="ratio >= 0.9",
+                        met=ratio >= 0.9))
+    return rows
+
+
+# ---------------------------------------------------------------- child processes
+
+
+def child_env():
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["PYTHONPATH"] = ROOT
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+class Child:
+    """A server child process that prints its URL once it listens; stopped with SIGTERM."""
+
+    def __init__(self, args, log_path):
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                                     stderr=self.log)
+        ready, _, _ = select.select([self.proc.stdout], [], [], CHILD_START_S)
+        line = self.proc.stdout.readline().decode("ascii", "replace").strip() if ready else ""
+        if not line.startswith("http://"):
+            self.stop()
+            raise RuntimeError(
+                "%s did not print its URL within %gs (see %s)" % (" ".join(args), CHILD_START_S, log_path)
+            )
+        self.url = line
+        host, port = line[len("http://"):].rsplit(":", 1)
+        self.address = (host, int(port))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
+
+
+def kit_sink(tmp, name, durability="full"):
+    args = ["-m", "sink", "serve", "--db", os.path.join(tmp, name + ".db"), "--port", "0"]
+    if durability != "full":
+        args += ["--durability", durability]
+    return Child(args, os.path.join(tmp, name + ".log"))
+
+
+def baseline_server(tmp, name, durability="full"):
+    args = [os.path.join(ROOT, "bench", "baseline_sink.py"), "--db", os.path.join(tmp, name + ".db"),
+            "--durability", durability]
+    return Child(args, os.path.join(tmp, name + ".log"))
+
+
+def serve_supports_durability():
+    result = subprocess.run([sys.executable, "-m", "sink", "serve", "--help"], cwd=ROOT, env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, timeout=30)
+    return "--durability" in result.stdout
+
+
+# ---------------------------------------------------------------- HTTP figures
+
+
+def post_once(address, event):
+    """One POST /events on a new connection; return its latency in seconds. Anything but an applied ACK raises."""
+    body = json.dumps(event).encode("ascii")
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection(address[0], address[1], timeout=10)
+    try:
+        conn.request("POST", "/events", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        answer = response.read()
+    finally:
+        conn.close()
+    elapsed = time.perf_counter() - started
+    if response.status != 200 or json.loads(answer.decode("utf-8")).get("result") != "applied":
+        raise RuntimeError("%s answered %d %r" % (address, response.status, answer[:200]))
+    return elapsed
+
+
+def http_slice(address, prefix, latencies, seconds):
+    """HTTP_THREADS clients, a new connection per request, for `seconds`; return events/s."""
+    counts = [0] * HTTP_THREADS
+    errors = []
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    def client(n):
+        try:
+            while time.perf_counter() < deadline:
+                event = {"id": "%s-%d-%06d" % (prefix, n, counts[n]), "sku": "sku%d" % (counts[n] % 8), "qty": 1}
+                latencies.append(post_once(address, event))
+                counts[n] += 1
+        except Exception as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(HTTP_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def kept(tag, latencies):
+    """Where a slice puts its latencies: a warm-up slice's are thrown away."""
+    return [] if tag == "warm" else latencies
+
+
+def tail(latencies):
+    ordered = sorted(latencies)
+    p50 = ordered[len(ordered) // 2]
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return p50, p99
+
+
+def http_row(figure, name, ours_address, base_address, rounds, *, goal_tail=True):
+    """`name` keeps this row's event ids apart from other rows' on the same server."""
+    ours_latencies, base_latencies = [], []
+    measured = interleave(
+        lambda tag: http_slice(ours_address, "%s-a-%s" % (name, tag), kept(tag, ours_latencies),
+                               span(tag, HTTP_SLICE_S)),
+        lambda tag: http_slice(base_address, "%s-b-%s" % (name, tag), kept(tag, base_latencies),
+                               span(tag, HTTP_SLICE_S)),
+        rounds,
+    )
+    (a50, a99), (b50, b99) = tail(ours_latencies), tail(base_latencies)
+    ratio = statistics.median(measured[2])
+    note = "p50/p99 ms: ours %.2f/%.2f (p99/p50 %.1f), baseline %.2f/%.2f (p99/p50 %.1f)" % (
+        a50 * 1e3, a99 * 1e3, a99 / a50, b50 * 1e3, b99 * 1e3, b99 / b50)
+    if not goal_tail:
+        return row(figure, "events/s", measured, goal="noise: ratio near 1", met=None, note=note)
+    met = ratio >= 0.9 and (a99 / a50) <= 1.5 * (b99 / b50)
+    return row(figure, "events/s", measured, goal="ratio >= 0.9; p99/p50 <= 1.5x baseline's", met=met, note=note)
+
+
+def e2e_row(tmp, ours_sink, base_sink, rounds):
+    """dispatch + send_http into the kit's sink against a raw urllib loop into the baseline server."""
+    # Both sides deliver whole batches of 16, so a slice may overshoot E2E_EVENTS by up to 15.
+    total = (E2E_EVENTS + store.MAX_BATCH) * rounds
+    ours_con = init_store(os.path.join(tmp, "e2e.db"))
+    intake_many(ours_con, events("e", total))
+    raw_path = os.path.join(tmp, "e2e-raw.db")
+    init_store(raw_path).close()  # the same tables; from here on only plain sqlite3 touches it
+    raw_con = sqlite3.connect(raw_path, isolation_level=None, timeout=5.0)
+    raw_con.execute("PRAGMA synchronous = FULL")
+    with db.transaction(raw_con):
+        raw_con.executemany("INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, 0.0)",
+                            [(e["id"], e["sku"], e["qty"]) for e in events("e", total)])
+        raw_con.executemany("INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, 0.0)",
+                            [(e["id"], raw_payload(e)) for e in events("e", total)])
+    ours_url, base_url = ours_sink.url + "/events", base_sink.url + "/events"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    sent = {"ours": 0, "baseline": 0}
+
+    def ours(tag):
+        done = 0
+        started = time.perf_counter()
+        while done < E2E_EVENTS and time.perf_counter() - started < E2E_CAP_S:
+            marked = dispatch(ours_con, lambda event: send_http(ours_url, event))
+            if marked == 0:
+                break
+            done += marked
+        sent["ours"] += done
+        return done / (time.perf_counter() - started)
+
+    def raw_send(payload):
+        request = urllib.request.Request(base_url, data=payload.encode("ascii"), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with opener.open(request, timeout=5) as response:
+            return response.status == 200 and json.loads(response.read().decode("utf-8")).get("ack") is True
+
+    def baseline(tag):
+        done = 0
+        started = time.perf_counter()
+        while done < E2E_EVENTS and time.perf_counter() - started < E2E_CAP_S:
+            batch = raw_con.execute(
+                "SELECT event_id, payload FROM outbox WHERE sent = 0 ORDER BY seq LIMIT 16"
+            ).fetchall()
+            if not batch:
+                break
+            for event_id, payload in batch:
+                if not raw_send(payload):
+                    raise RuntimeError("baseline sink did not ACK %s" % event_id)
+                raw_con.execute("BEGIN IMMEDIATE")
+                raw_con.execute("UPDATE outbox SET sent = 1, sent_at = ? WHERE event_id = ?", (time.time(), event_id))
+                raw_con.execute("COMMIT")
+                done += 1
+        sent["baseline"] += done
+        return done / (time.perf_counter() - started)
+
+    try:
+        # No warm-up slice: the HTTP rows before this one warmed both servers.
+        measured = interleave(ours, baseline, rounds, warmup=False)
+    finally:
+        ours_con.close()
+        raw_con.close()
+    ratio = statistics.median(measured[2])
+    return row("end-to-end delivery, dispatch + send_http", "events/s", measured, goal="ratio >= 0.8",
+               met=ratio >= 0.8, note="events sent: ours %d, baseline %d" % (sent["ours"], sent["baseline"]))
+
+
+# ---------------------------------------------------------------- whole processes
+
+
+def wall(args):
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable] + args, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, timeout=120)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError("%s exited %d" % (" ".join(args), result.returncode))
+    return elapsed
+
+
+def grade_row(rounds):
+    measured = interleave(lambda tag: wall(["grade.py"]), lambda tag: wall(["-c", "pass"]), rounds, warmup=False)
+    ours = statistics.median(measured[0])
+    return row("grade: python grade.py vs python -c pass", "s", measured, goal="grade.py under 2 s", met=ours < 2.0)
+
+
+# Runs the relay as its only child, so RUSAGE_CHILDREN is the relay's own peak.
+# A relay still draining after the cap gets SIGTERM, which it answers by
+# finishing the item in flight.
+PEAK_WRAPPER = """
+import json, resource, signal, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+try:
+    code = proc.wait(float(sys.argv[1]))
+    stopped = False
+except subprocess.TimeoutExpired:
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(30)
+    stopped = True
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"code": code, "stopped": stopped, "peak_kib": peak // 1024 if sys.platform == "darwin" else peak}))
+"""
+
+
+def relay_available():
+    result = subprocess.run([sys.executable, "-m", "outbox", "relay", "--help"], cwd=ROOT, env=child_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    return result.returncode == 0
+
+
+def memory_row(tmp, sink):
+    figure = "memory: relay --once, peak RSS draining %d vs %d" % (MEMORY_LARGE, MEMORY_SMALL)
+    goal = "the %d run uses at most 5 MiB more" % MEMORY_LARGE
+    if not relay_available():
+        return not_measured(figure, "n/a (relay not built)", goal)
+    if sys.platform != "linux" and sys.platform != "darwin":
+        return not_measured(figure, "n/a (no ru_maxrss here)", goal)
+    peaks, notes = {}, []
+    for count in (MEMORY_SMALL, MEMORY_LARGE):
+        path = os.path.join(tmp, "relay-%d.db" % count)
+        con = init_store(path)
+        for start in range(0, count, 10000):
+            intake_many(con, events("m%d" % count, min(10000, count - start), start))
+        con.close()
+        relay = [sys.executable, "-m", "outbox", "relay", "--db", path, "--url", sink.url + "/events", "--once"]
+        result = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, str(MEMORY_CAP_S)] + relay, cwd=ROOT,
+                                env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                universal_newlines=True, timeout=MEMORY_CAP_S + 60)
+        lines = result.stdout.strip().splitlines()
+        report = json.loads(lines[-1]) if result.returncode == 0 and lines else {"code": "?"}
+        if report["code"] != 0:
+            return not_measured(figure, "relay exited %s" % report["code"], goal)
+        check = sqlite3.connect(path)
+        try:
+            drained = check.execute("SELECT count(*) FROM outbox WHERE sent = 1").fetchone()[0]
+        finally:
+            check.close()
+        peaks[count] = report["peak_kib"] / 1024.0
+        stopped = " (SIGTERM after %gs)" % MEMORY_CAP_S if report["stopped"] else ""
+        notes.append("%d: %d drained%s" % (count, drained, stopped))
+    more = peaks[MEMORY_LARGE] - peaks[MEMORY_SMALL]
+    result = {"figure": figure, "unit": "MiB", "ours": peaks[MEMORY_LARGE], "baseline": peaks[MEMORY_SMALL],
+              "ratio": None, "ratio_min": None, "ratio_max": None, "rounds": 1, "goal": goal, "met": more <= 5.0,
+              "note": "+%.1f MiB; %s" % (more, "; ".join(notes))}
+    return result
+
+
+# ---------------------------------------------------------------- the run
+
+
+def show(value, unit):
+    if value is None:
+        return "-"
+    if unit == "events/s":
+        return "{:,.0f}/s".format(value)
+    if unit == "us/call":
+        return "%.1f us" % value
+    if unit == "s":
+        return "%.2f s" % value
+    if unit == "MiB":
+        return "%.1f MiB" % value
+    return "%g" % value
+
+
+def table(rows):
+    header = ("figure", "ours", "baseline", "ratio (min-max)", "goal", "met")
+    lines = [header]
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else "%.2f (%.2f-%.2f)" % (r["ratio"], r["ratio_min"], r["ratio_max"])
+        met = {True: "yes", False: "NO", None: "-"}[r["met"]]
+        lines.append((r["figure"], show(r["ours"], r["unit"]), show(r["baseline"], r["unit"]), ratio, r["goal"], met))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    for n, line in enumerate(lines):
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    notes = ["  %s: %s" % (r["figure"], r["note"]) for r in rows if r["note"]]
+    return "\n".join(out + (["", "notes:"] + notes if notes else []))
+
+
+def load_average():
+    """The 1-minute load average, or None where the platform has none."""
+    try:
+        return round(os.getloadavg()[0], 1)
+    except (AttributeError, OSError):
+        return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="rounds per figure, at least 5 (default: %(default)s)")
+    parser.add_argument("--out", default=RESULTS, help="where to write the results (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.rounds < 5:
+        parser.error("--rounds must be at least 5, got %d" % args.rounds)
+    started = time.perf_counter()
+    load_before = load_average()
+    tmp = tempfile.mkdtemp(prefix="outbox-bench-")
+    rows = []
+    children = {}  # name -> Child, stopped at the end
+    errors = []
+
+    def step(name, make):
+        print("... %s (%.0f s so far)" % (name, time.perf_counter() - started), file=sys.stderr, flush=True)
+        try:
+            made = make()
+        except Exception as exc:  # one broken figure must not hide the others
+            errors.append(name)
+            made = not_measured(name, "error: %s: %s" % (type(exc).__name__, exc))
+        rows.extend(made if isinstance(made, list) else [made])
+
+    def start(name, make):
+        """Start a server child; a server that cannot start is a row of its own, and its figures error out."""
+        try:
+            children[name] = make()
+        except Exception as exc:
+            errors.append("start " + name)
+            rows.append(not_measured("start " + name, "error: %s: %s" % (type(exc).__name__, exc)))
+
+    try:
+        step("intake", lambda: intake_rows(tmp, args.rounds))
+        step("bulk intake", lambda: bulk_row(tmp, args.rounds))
+        step("receive", lambda: receive_rows(tmp, args.rounds))
+        step("pending at scale", lambda: pending_row(tmp, args.rounds))
+        start("sink", lambda: kit_sink(tmp, "sink"))
+        start("baseline", lambda: baseline_server(tmp, "baseline"))
+        start("baseline twin", lambda: baseline_server(tmp, "baseline-twin"))
+        step("sink over HTTP", lambda: http_row("sink over HTTP (full), %d threads" % HTTP_THREADS, "hf",
+                                                children["sink"].address, children["baseline"].address, args.rounds))
+        step("A/A over HTTP", lambda: http_row("A/A: baseline server vs baseline server", "aa",
+                                               children["baseline twin"].address, children["baseline"].address,
+                                               args.rounds, goal_tail=False))
+        if "baseline twin" in children:
+            children.pop("baseline twin").stop()
+        figure = "sink over HTTP (process), %d threads" % HTTP_THREADS
+        if serve_supports_durability():
+            start("sink, process", lambda: kit_sink(tmp, "sink-process", "process"))
+            start("baseline, process", lambda: baseline_server(tmp, "baseline-process", "process"))
+            step("sink over HTTP, process", lambda: http_row(figure, "hp", children["sink, process"].address,
+                                                             children["baseline, process"].address, args.rounds))
+        else:
+            rows.append(not_measured(figure, "n/a (python -m sink serve has no --durability yet)",
+                                     "ratio >= 0.9; p99/p50 <= 1.5x baseline's"))
+        step("end-to-end", lambda: e2e_row(tmp, children["sink"], children["baseline"], args.rounds))
+        step("grade", lambda: grade_row(args.rounds))
+        step("memory", lambda: memory_row(tmp, children["sink"]))
+    finally:
+        for child in children.values():
+            child.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    results = {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "elapsed_s": round(elapsed, 1),
+        # Other work on the machine shows in every slice; the A/A rows show how much.
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "rounds": args.rounds,
+        "rows": rows,
+    }
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    print("Python %s, SQLite %s, %s cores, %d rounds, %.0f s, load average %s before, %s after" % (
+        results["python"], results["sqlite"], results["cpus"], args.rounds, elapsed, load_before,
+        results["load_average_after"]))
+    print(table(rows))
+    print("\nwritten to %s" % os.path.relpath(args.out, ROOT))
+    if errors:
+        print("could not measure: %s" % ", ".join(errors), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

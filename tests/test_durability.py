@@ -1,0 +1,138 @@
+"""durability="full" | "process" on init_store, init_sink and open_db: the pragma, refusals, a killed writer."""
+import os
+import select
+import signal
+import subprocess
+import sys
+
+from outbox import db, init_store, intake, pending, store
+from sink import init_sink, inbox, receive
+from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env
+
+FULL, NORMAL = 2, 1  # what PRAGMA synchronous reads back
+OPENERS = (("init_store", init_store), ("init_sink", init_sink))
+BAD = ("FULL", "Process", "normal", "off", "", None, 1, True, b"full")
+
+# A child that commits one event with durability="process", says so, then
+# waits to be killed: no close, no checkpoint, no clean exit.
+KILLED_WRITER = """
+import sys, time
+from outbox import init_store, intake
+from sink import init_sink, receive
+side, path = sys.argv[1], sys.argv[2]
+event = {"id": "snack-7", "sku": "snack", "qty": 7}
+if side == "source":
+    intake(init_store(path, durability="process"), event)
+else:
+    receive(init_sink(path, durability="process"), event)
+print("committed", flush=True)
+time.sleep(60)
+"""
+
+
+class DurabilityTest(TempDirTestCase):
+    def synchronous(self, con):
+        return con.execute("PRAGMA synchronous").fetchone()[0]
+
+    def test_full_is_the_default(self):
+        for name, opener in OPENERS:
+            with self.subTest(opener=name):
+                con = opener(self.path(name + ".db"))
+                self.addCleanup(con.close)
+                self.assertEqual(self.synchronous(con), FULL)
+                explicit = opener(self.path(name + ".db"), durability="full")
+                self.addCleanup(explicit.close)
+                self.assertEqual(self.synchronous(explicit), FULL)
+
+    def test_process_is_synchronous_normal_in_wal_mode(self):
+        for name, opener in OPENERS:
+            with self.subTest(opener=name):
+                con = opener(self.path(name + ".db"), durability="process")
+                self.addCleanup(con.close)
+                self.assertEqual(self.synchronous(con), NORMAL)
+                self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "wal")
+                self.assertGreater(con.execute("PRAGMA busy_timeout").fetchone()[0], 0)
+                self.assertIsNone(con.isolation_level)
+
+    def test_the_mode_belongs_to_the_connection_not_the_file(self):
+        path = self.path("source.db")
+        fast = init_store(path, durability="process")
+        self.addCleanup(fast.close)
+        intake(fast, {"id": "a", "sku": "snack", "qty": 1})
+        safe = init_store(path)
+        self.addCleanup(safe.close)
+        self.assertEqual(self.synchronous(safe), FULL)
+        self.assertEqual(self.synchronous(fast), NORMAL)
+        self.assertEqual(pending(safe), [{"id": "a", "sku": "snack", "qty": 1}])
+
+    def test_a_bad_value_names_itself_and_the_choices_and_creates_no_file(self):
+        for name, opener in OPENERS:
+            for value in BAD:
+                with self.subTest(opener=name, value=value):
+                    path = self.path("%s-%r.db" % (name, value))
+                    with self.assertRaises(ValueError) as ctx:
+                        opener(path, durability=value)
+                    message = str(ctx.exception)
+                    self.assertIn("durability", message)
+                    self.assertIn(repr(value), message)
+                    self.assertIn("'full'", message)
+                    self.assertIn("'process'", message)
+                    self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_a_bad_value_leaves_an_existing_db_byte_for_byte_unchanged(self):
+        path = self.path("source.db")
+        con = init_store(path)
+        intake(con, {"id": "a", "sku": "snack", "qty": 1})
+        con.close()
+        names = sorted(os.listdir(self.tmp))
+        with open(path, "rb") as f:
+            before = f.read()
+        with self.assertRaises(ValueError):
+            init_store(path, durability="off")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertEqual(sorted(os.listdir(self.tmp)), names)
+
+    def test_open_db_checks_it_too(self):
+        path = self.path("x.db")
+        with self.assertRaises(ValueError):
+            db.open_db(path, application_id=1, version=1, schema=(), kind="test", durability="none")
+        self.assertFalse(os.path.exists(path))
+        self.assertEqual(sorted(db.DURABILITY), ["full", "process"])
+
+    def test_a_commit_in_process_mode_survives_the_process_being_killed(self):
+        for side in ("source", "sink"):
+            with self.subTest(side=side):
+                path = self.path(side + ".db")
+                child = subprocess.Popen(
+                    [sys.executable, "-c", KILLED_WRITER, side, path],
+                    cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    universal_newlines=True,
+                )
+                try:
+                    ready, _, _ = select.select([child.stdout], [], [], DEADLINE)
+                    line = child.stdout.readline() if ready else ""
+                    self.assertEqual(line.strip(), "committed", child.stderr.read() if not line else line)
+                    child.send_signal(signal.SIGKILL)
+                    self.assertEqual(child.wait(DEADLINE), -signal.SIGKILL)
+                finally:
+                    if child.poll() is None:
+                        child.kill()
+                        child.wait()
+                    child.stdout.close()
+                    child.stderr.close()
+                if side == "source":
+                    con = store.open_store_readonly(path)
+                    self.addCleanup(con.close)
+                    self.assertEqual(pending(con), [{"id": "snack-7", "sku": "snack", "qty": 7}])
+                else:
+                    con = init_sink(path)
+                    self.addCleanup(con.close)
+                    self.assertEqual(inbox.inventory(con), [("snack", 7)])
+                    self.assertEqual(receive(con, {"id": "snack-7", "sku": "snack", "qty": 7}), "duplicate")
+
+
+if __name__ == "__main__":
+    import unittest
+
+    unittest.main()
