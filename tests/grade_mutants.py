@@ -81,7 +81,8 @@ MUTANTS = (
     ("intake ignores a conflicting payload", "intake-idempotent", "outbox/store.py",
      [("            if row[1] != payload:\n", "            if False:\n")]),
     ("outbox.payload not the event's JSON", "intake-idempotent", "outbox/store.py",
-     [("\n    payload = canonical(event)\n", "\n    payload = repr(sorted(event.items()))\n")]),
+     [("\n    event, payload = validate_and_serialise(event)\n",
+       "\n    event, payload = validate_and_serialise(event)\n    payload = repr(sorted(event.items()))\n")]),
     ("mark_sent reports a sent row as newly marked", "mark-sent", "outbox/store.py",
      [(" WHERE event_id = ? AND sent = 0\",", " WHERE event_id = ?\",")]),
     ("pending scans sent rows (no partial index)", "pending-cost", "outbox/store.py",
@@ -91,7 +92,7 @@ MUTANTS = (
     ("no WAL", "durability", "outbox/db.py",
      [("    mode = con.execute(\"PRAGMA journal_mode = WAL\").fetchone()[0]\n", "    mode = \"wal\"\n")]),
     ("synchronous=OFF", "durability", "outbox/db.py",
-     [("con.execute(\"PRAGMA synchronous = FULL\")", "con.execute(\"PRAGMA synchronous = OFF\")")]),
+     [("\"full\": \"PRAGMA synchronous = FULL\"", "\"full\": \"PRAGMA synchronous = OFF\"")]),
 )
 
 
