@@ -118,7 +118,7 @@ JA = {
     "rule.value-error": "不正な引数には ValueError かそのサブクラスを送出してください",
     "rule.key-error": "未知のIDには KeyError かそのサブクラスを送出してください",
     "rule.wrong-database": "相手側のDBは WrongDatabase かそのサブクラスで拒否してください（採点ツールはクラス名で判定します）",
-    "rule.payload": "outbox.payload にはイベントのJSON（id・sku・qtyを持つオブジェクト1つ）を入れてください",
+    "rule.payload": "outbox.payload にイベントのJSON（id・sku・qtyを持つオブジェクト1つ）が入っていること",
     "payload.got": "ペイロードは {payload} です",
 
     # Who a child is, in summaries.
@@ -130,7 +130,7 @@ JA = {
     "who.sender": "送信処理",
     "who.check": "{name} のチェック",
     "run.timed-out": "{what}が{seconds}秒で時間切れになりました（強制終了）",
-    "run.verdict": "{what}: 期待 {expected}、観測 {observed}",
+    "run.verdict": "{what}: 期待は「{expected}」、観測は「{observed}」",
     "run.raised": "{what}で {error} が送出されました",
     "run.exit": "{what}が終了コード {status} で終了しました",
     "run.exit-said": "{what}が終了コード {status} で終了しました: {said}",
@@ -157,7 +157,7 @@ JA = {
     "crash.two-deliveries": "倉庫が2回の配信を観測していること: applied、続いてduplicate",
     "crash.still-7": "2回目の配信のあとも在庫が7のままであること",
     "crash.sent": "パブリッシャー#2のあとでsnack-7が完了になっていること",
-    "crash-after-ack.passed": "ACKの後に終了コード {status}。未完了のまま在庫7。その後、配信2回・適用1回で完了",
+    "crash-after-ack.passed": "ACKのあとに終了コード {status}。未完了のまま在庫7。続いて配信2回・適用1回で完了",
     # dropped-response
     "dropped.fails": "パブリッシャー#1が DeliveryError で失敗すること（応答なし）",
     "dropped.pending": "snack-7が未完了のままであること",
@@ -258,10 +258,10 @@ JA = {
     "conflict.qty": "在庫 {qty}",
     "conflict-committed.passed": "衝突の行をコミットしてからConflictを送出。在庫7",
     # validate-event
-    "validate.valid": "{event} が、等しい新しいdictとして返ること",
+    "validate.valid": "{event} が、等しい新しいdictとして返されること",
     "validate.got": "結果: {got}",
     "validate.refused": "{event}（{rule}）が ValueError で拒否されること",
-    "validate.names": "{event} のエラーが {field!r} に言及していること",
+    "validate.names": "{event} のエラーメッセージにフィールド名 {field!r} が含まれること",
     "validate.message": "メッセージ: {message}",
     "validate-event.passed": "有効なイベントは境界でコピー。壊れたイベント{count}件は、どれもフィールド名付きで拒否",
     "bad.bool": "boolのqty",
@@ -307,7 +307,7 @@ JA = {
     "receive.whole": "{fault}: 受信全体がコミットされていること",
     "receive.nothing": "{fault}: 何も適用されていないこと",
     "receive.rows": "inboxの行 {inbox}、deliveries {deliveries}、在庫 {inventory}",
-    "receive.restarted": "{fault}、続いて倉庫を再起動したあと: 在庫7",
+    "receive.restarted": "{fault}のあと倉庫を再起動して、在庫が7であること",
     "receive-atomic.passed": "receiveの途中で倉庫が落ちても、適用は全部か無か。再起動後の在庫は7",
     "post.answer": "倉庫からのHTTP応答",
     # wrong-database
