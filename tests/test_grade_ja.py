@@ -4,6 +4,7 @@ Real grade.py processes on the stub (every check FAILs) and on the kit (every
 check PASSes); the language chosen by the option or by LANG / LC_ALL; and a
 Japanese table that is really translated, not English copied over.
 """
+import json
 import os
 import re
 import string
@@ -141,6 +142,13 @@ class LanguageChoiceTest(unittest.TestCase):
         self.assertNotRegex(out, "[\u3000-\u30ff\u4e00-\u9fff]")
         status, out, err = grade("--impl", STUB, "-k", "mark-sent")
         self.assertIn("\ngrade: 0 passed, 1 failed\n", out)
+
+    def test_json_stays_language_neutral(self):
+        status, out, err = grade("--lang", "ja", "--json", "--impl", STUB, "-k", "mark-sent")
+        check = json.loads(out)["checks"][0]
+        self.assertEqual((status, check["name"], check["status"]), (1, "mark-sent", "fail"))
+        self.assertEqual(check["expected"], "the mark-sent check runs to its verdict")
+        self.assertEqual(check["expected_message"], {"id": "check.runs", "fields": {"name": "mark-sent"}})
 
     def test_a_usage_error_is_one_japanese_line(self):
         status, out, err = grade("--lang", "ja", "-k", "no-such-check")
