@@ -1,13 +1,16 @@
 """Every line the grader prints for a person, in each language it speaks, and the one way to render one.
 
 MESSAGES maps a language to {message id: text with {field} placeholders}.
-Only "en" exists today; adding a language is a pure data change: a second
-dict with the same ids and the same placeholders, added to MESSAGES
-(tests/test_grade_messages.py fails if a message exists in one language only).
+"en" is here; "ja" lives in messages_ja.py so each table stays readable.
+Adding a language is a pure data change: another dict with the same ids and
+the same placeholders, added to MESSAGES (tests/test_grade_messages.py fails
+if a message exists in one language only).
 JSON output stays language-neutral: message ids with their fields, plus the
 English text. Nothing here imports the worker or runs anything.
 """
 import os
+
+from .messages_ja import JA
 
 DEFAULT_LANG = "en"
 
@@ -329,12 +332,12 @@ EN = {
     "durability.passed": "both DBs in WAL mode; both connections synchronous=FULL",
 }
 
-MESSAGES = {"en": EN}
+MESSAGES = {"en": EN, "ja": JA}
 LANGS = tuple(MESSAGES)
 
 
 def choose_lang(environ=None):
-    """The default language: ja (once it exists) when LC_ALL, else LANG, begins with "ja"; else en."""
+    """The default language: ja when LC_ALL, else LANG, begins with "ja"; else en."""
     environ = os.environ if environ is None else environ
     locale = environ.get("LC_ALL") or environ.get("LANG") or ""
     for lang in LANGS:

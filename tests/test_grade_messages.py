@@ -67,9 +67,13 @@ class MessageTableTest(unittest.TestCase):
     def test_the_language_comes_from_the_option_or_the_environment(self):
         self.assertEqual(messages.choose_lang({"LANG": "C.UTF-8"}), "en")
         self.assertEqual(messages.choose_lang({}), "en")
-        japanese = "ja" if "ja" in messages.LANGS else "en"  # ja is chosen once its table exists
-        self.assertEqual(messages.choose_lang({"LANG": "ja_JP.UTF-8"}), japanese)
-        self.assertEqual(messages.choose_lang({"LC_ALL": "ja_JP.UTF-8", "LANG": "en_US.UTF-8"}), japanese)
+        self.assertEqual(messages.LANGS, ("en", "ja"))
+        self.assertEqual(messages.choose_lang({"LANG": "ja_JP.UTF-8"}), "ja")
+        self.assertEqual(messages.choose_lang({"LANG": "ja"}), "ja")
+        self.assertEqual(messages.choose_lang({"LC_ALL": "ja_JP.UTF-8", "LANG": "en_US.UTF-8"}), "ja")
+        self.assertEqual(messages.choose_lang({"LC_ALL": "C.UTF-8", "LANG": "ja_JP.UTF-8"}), "en")
+        status, out, err = grade("--lang", "ja", "--list")
+        self.assertEqual((status, out.split()), (0, list(NAMES)), err)
         status, out, err = grade("--lang", "en", "--list")
         self.assertEqual(status, 0, err)
         status, out, err = grade("--lang", "xx", "--list")
@@ -80,6 +84,9 @@ class MessageTableTest(unittest.TestCase):
         rendered = messages.render(common.wrong_class("Conflict", "Clash", ["Clash", "Exception", "object"], "Clash: x"), "en")
         self.assertEqual(rendered, "a conflicting payload must raise Conflict or a subclass (the grader goes by class name); "
                                    "got Clash, whose bases are Exception, object (Clash: x)")
+        rendered = messages.render(common.wrong_class("Conflict", "Clash", ["Clash", "Exception", "object"], "Clash: x"), "ja")
+        self.assertEqual(rendered, "衝突するペイロードには Conflict かそのサブクラスを送出してください（採点ツールはクラス名で判定します）。"
+                                   "実際は Clash で、その基底クラスは Exception, object です（Clash: x）")
 
 
 class RegistryTest(unittest.TestCase):
