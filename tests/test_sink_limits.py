@@ -86,9 +86,15 @@ class IdleSocketAttackTest(ServerTestCase):
         started = time.monotonic()
         for _ in range(ATTACKERS):
             attackers.append(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE))
-        sending = time.monotonic()
-        self.assertIs(send_http(url, EVENT, timeout=5), True)
-        honest = time.monotonic() - sending
+        # Three honest clients in turn, judged by the median: one descheduled
+        # moment on a loaded CI machine is not the server making them wait
+        # (before the cap and the eviction, every one of them waited 9 s).
+        honest_times = []
+        for _ in range(3):
+            sending = time.monotonic()
+            self.assertIs(send_http(url, EVENT, timeout=5), True)
+            honest_times.append(time.monotonic() - sending)
+        honest = sorted(honest_times)[1]
         # Hold the attack for the rest of the window, watching the child the whole time.
         wait_until(lambda: time.monotonic() - started >= ATTACK_WINDOW, timeout=ATTACK_WINDOW + 1, what="the window")
         cpu = cpu_seconds(pid) - cpu_before
@@ -98,7 +104,7 @@ class IdleSocketAttackTest(ServerTestCase):
         child.signal(signal.SIGTERM)
         self.assertEqual(child.wait(), 0, child.stderr_so_far())
         sys.stderr.write(
-            "\n  %s: honest ACK in %.3fs, sink CPU %.3fs over %.1fs of attack (budget %.2fs)\n"
+            "\n  %s: honest ACK in %.3fs (median of 3), sink CPU %.3fs over %.1fs of attack (budget %.2fs)\n"
             % (" ".join(options) or "default cap", honest, cpu, window, CPU_BUDGET)
         )
         self.assertLess(honest, HONEST_WITHIN)
