@@ -5,7 +5,7 @@ import unittest
 from tests import grade_mutants
 from tests.support import TempDirTestCase
 
-PART = 0  # this module grades MUTANTS[PART::PARTS]; its twin the rest, in a worker process of its own
+PART = 0  # this module grades MUTANTS[PART::PARTS]; tests/test_grade_mutants_2.py the rest, in a process of its own
 PARTS = 2
 
 

@@ -1,29 +1,15 @@
-"""grade.py must be able to fail: the second half of the mutants (tests/grade_mutants.py), each killed by its check."""
-import concurrent.futures
+"""grade.py must be able to fail: the second half of the mutants (tests/grade_mutants.py), each killed by its check.
+
+The same test as tests/test_grade_mutants_1.py, on the other half, in a worker
+process of its own so the two halves run in parallel.
+"""
 import unittest
 
-from tests import grade_mutants
-from tests.support import TempDirTestCase
-
-PART = 1  # this module grades MUTANTS[PART::PARTS]; its twin the rest
-PARTS = 2
+from tests import test_grade_mutants_1 as first_half
 
 
-class MutantTest(TempDirTestCase):
-    part = PART
-
-    def test_every_mutant_fails_the_check_that_targets_it(self):
-        mutants = grade_mutants.MUTANTS[self.part::PARTS]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            verdicts = list(pool.map(lambda pair: grade_mutants.judge(self.path("m%02d" % pair[0]), pair[1]),
-                                     enumerate(mutants)))
-        escaped = ["%s (%s: %s)" % (mistake, check, result["observed"])
-                   for mistake, check, status, result in verdicts if result["ok"] or status != 1]
-        self.assertEqual(escaped, [], "mutants the grader did not catch")
-        for mistake, check, status, result in verdicts:
-            self.assertEqual(result["name"], check)
-            self.assertEqual(result["status"], "fail", mistake)
-            self.assertNotIn("grader error", result["observed"], mistake)
+class MutantTest(first_half.MutantTest):
+    part = 1
 
 
 if __name__ == "__main__":
