@@ -135,21 +135,39 @@ def intake(con, event):
     """
     event, payload = validate_and_serialise(event)
     with db.transaction(con):
-        row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event["id"],)).fetchone()
-        if row is not None:
-            if row[1] != payload:
-                raise Conflict("order %r was taken in before with payload %s; refusing %s" % (event["id"], row[1], payload))
-            return row[0]
         now = time.time()
-        con.execute(
-            "INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
-            (event["id"], event["sku"], event["qty"], now),
-        )
+        try:
+            con.execute(
+                "INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
+                (event["id"], event["sku"], event["qty"], now),
+            )
+        except sqlite3.IntegrityError:
+            # orders.id is the primary key: this id was taken in before. The
+            # failed INSERT wrote nothing and the transaction goes on; looking
+            # it up only now spares every new order (the common case) a SELECT.
+            return _seq_of_repeat(con, event["id"], payload)
         cur = con.execute(
             "INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, ?)",
             (event["id"], payload, now),
         )
         return cur.lastrowid
+
+
+def _seq_of_repeat(con, event_id, payload):
+    """The seq of an order taken in before, if it is the same event; else Conflict. Inside the caller's transaction.
+
+    `payload` is the canonical JSON of the event taken in again: equal to the
+    stored one means a repeat (nothing is written), anything else a Conflict.
+    An order whose outbox row was purged after it was sent is a Conflict too:
+    its id is spent, and a new order needs a new id.
+    """
+    row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
+    if row is None:
+        raise Conflict("order %r was taken in and sent before, and its outbox row purged; a new order needs a new id"
+                       % (event_id,))
+    if row[1] != payload:
+        raise Conflict("order %r was taken in before with payload %s; refusing %s" % (event_id, row[1], payload))
+    return row[0]
 
 
 def pending(con, limit=MAX_BATCH):
@@ -422,17 +440,12 @@ def intake_many(con, events):
     except sqlite3.IntegrityError:
         # An id of the batch was taken in before (orders.id is the primary key),
         # so that transaction rolled back and wrote nothing. This one looks each
-        # id up first, as `intake` does; a new batch never pays for the lookups.
+        # id up, with `intake`'s rules; a new batch never pays for the lookups.
         with db.transaction(con):
             seqs = {}
             for event_id, (event, payload) in batch.items():
-                row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
-                if row is not None:
-                    if payload != row[1]:
-                        raise Conflict(
-                            "order %r was taken in before with payload %s; refusing %s" % (event_id, row[1], payload)
-                        )
-                    seqs[event_id] = row[0]
+                if con.execute("SELECT 1 FROM orders WHERE id = ?", (event_id,)).fetchone() is not None:
+                    seqs[event_id] = _seq_of_repeat(con, event_id, payload)
             seqs.update(_insert_new(con, [batch[event_id] for event_id in batch if event_id not in seqs]))
     return [seqs[event_id] for event_id in ids]
 

@@ -63,9 +63,9 @@ MUTANTS = (
        "                (event[\"id\"], event_digest, payload, now),\n            )\n"
        "            con.execute(\"COMMIT\")\n            con.execute(\"BEGIN IMMEDIATE\")\n")]),
     ("intake in two commits", "intake-atomic", "outbox/store.py",
-     [("            (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n        )\n",
-       "            (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n        )\n"
-       "        con.execute(\"COMMIT\")\n        con.execute(\"BEGIN IMMEDIATE\")\n")]),
+     [("                (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n            )\n",
+       "                (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n            )\n"
+       "            con.execute(\"COMMIT\")\n            con.execute(\"BEGIN IMMEDIATE\")\n")]),
     ("conflict ACKed as a duplicate", "conflict", "sink/inbox.py",
      [("            outcome = CONFLICT\n", "            outcome = DUPLICATE\n")]),
     ("conflict rolled back instead of committed", "conflict-committed", "sink/inbox.py",
@@ -79,7 +79,7 @@ MUTANTS = (
      [("r\"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\\Z\"", "r\"[^\\W_][\\w.:-]{0,63}\\Z\"")]),
     ("65 characters accepted", "validate-event", "outbox/event.py", [("{0,63}\\Z\")", "{0,64}\\Z\")")]),
     ("intake ignores a conflicting payload", "intake-idempotent", "outbox/store.py",
-     [("            if row[1] != payload:\n", "            if False:\n")]),
+     [("    if row[1] != payload:\n", "    if False:\n")]),
     ("outbox.payload not the event's JSON", "intake-idempotent", "outbox/store.py",
      [("\n    event, payload = validate_and_serialise(event)\n",
        "\n    event, payload = validate_and_serialise(event)\n    payload = repr(sorted(event.items()))\n")]),

@@ -8,7 +8,7 @@ import sqlite3
 import time
 import unittest
 
-from outbox import db, dispatch, init_store, intake, mark_sent, pending
+from outbox import db, dispatch, init_store, intake, intake_many, mark_sent, pending
 from outbox import backoff, prometheus, relay, retention, store
 from outbox.cli_ops import render_status
 from outbox.errors import Conflict, NoAnswer, OutboxError, WrongDatabase
@@ -186,6 +186,20 @@ class QuarantineTest(TempDirTestCase):
         self.assertEqual(retention.purge(con, 0, batch=1), 2)
         self.assertEqual(con.execute("SELECT event_id FROM outbox ORDER BY seq").fetchall(), [("c",), ("d",)])
         self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 4)
+
+    def test_an_id_whose_outbox_row_was_purged_cannot_be_taken_in_again(self):
+        con = self.con
+        mark_sent(con, "a")
+        self.assertEqual(retention.purge(con, 0), 1)
+        rows = lambda: (con.execute("SELECT * FROM orders ORDER BY id").fetchall(),
+                        con.execute("SELECT * FROM outbox ORDER BY seq").fetchall())
+        before = rows()
+        for call in (lambda: intake(con, ev("a")), lambda: intake_many(con, [ev("new-1"), ev("a")])):
+            with self.assertRaises(Conflict) as caught:
+                call()
+            self.assertIn("purged", str(caught.exception))
+            self.assertEqual(rows(), before)  # nothing written, new-1 included
+        self.assertFalse(con.in_transaction)
 
     def test_durations(self):
         self.assertEqual([retention.parse_duration(t) for t in ("0s", "30s", "15m", "12h", "7d")],
