@@ -11,6 +11,7 @@ import re
 from .errors import InvalidEvent
 
 FIELDS = ("id", "sku", "qty")
+_FIELD_SET = frozenset(FIELDS)
 QTY_MIN = 1
 QTY_MAX = 1000000
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\Z")
@@ -26,10 +27,10 @@ def validate_event(event):
     """
     if not isinstance(event, dict):
         raise InvalidEvent("event must be a dict with keys id, sku, qty, got %s" % type(event).__name__)
-    keys = set(event)
-    if keys != set(FIELDS):
-        missing = sorted(set(FIELDS) - keys, key=str)
-        extra = sorted(keys - set(FIELDS), key=repr)
+    if event.keys() != _FIELD_SET:  # a dict's keys compare with a set as a set, without building one
+        keys = set(event)
+        missing = sorted(_FIELD_SET - keys, key=str)
+        extra = sorted(keys - _FIELD_SET, key=repr)
         parts = []
         if missing:
             parts.append("missing %s" % ", ".join(missing))
