@@ -3,6 +3,7 @@
 Nothing here mocks sqlite3 or sockets; servers bind 127.0.0.1 port 0 and are
 shut down and joined by the test that started them.
 """
+import concurrent.futures
 import http.client
 import http.server
 import json
@@ -20,6 +21,7 @@ import time
 import unittest
 
 from outbox import store as outbox_store
+from sink.server import make_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEADLINE = 10.0  # seconds any single wait in a test may take
@@ -195,16 +197,17 @@ class Child:
     """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline.
 
     `python` is the command that starts the interpreter (with its options, or
-    behind setpriv); `env` defaults to python_env().
+    behind setpriv); `env` defaults to python_env(); `stdin=subprocess.PIPE`
+    lets the test write to the child (`proc.stdin`).
     """
 
-    def __init__(self, args, cwd, *, program=None, python=(PYTHON,), env=None):
+    def __init__(self, args, cwd, *, program=None, python=(PYTHON,), env=None, stdin=subprocess.DEVNULL):
         command = list(python) + (["-c", program] if program is not None else ["-m", "sink"]) + list(args)
         self.proc = subprocess.Popen(
             command,
             cwd=cwd,
             env=env if env is not None else python_env(),
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             universal_newlines=True,
@@ -259,8 +262,50 @@ class Child:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(DEADLINE)
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
         for pump in self._pumps:
             pump.join(DEADLINE)
+
+
+SHORT = 0.5  # server timeout where a test waits on it
+
+
+def read_to_eof(sock):
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)  # bounded by the socket's DEADLINE timeout
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def outcomes(path):
+    return [row[2] for row in snapshot(path)["deliveries"]]
+
+
+def stock(path):
+    return dict(snapshot(path)["inventory"])
+
+
+class ServerTestCase(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db_path = self.path("sink.db")
+
+    def start(self, **options):
+        options.setdefault("timeout", SHORT)
+        server = make_server(self.db_path, **options).start()
+        self.addCleanup(server.stop)
+        return server
+
+    def port(self, **options):
+        return self.start(**options).server_address[1]
+
+    def child(self, *args, program=None):
+        child = Child(args, self.tmp, program=program)
+        self.addCleanup(child.close)
+        return child
 
 
 # Environments: a copy of the kit, another user (test_environments*).
@@ -427,3 +472,36 @@ def build_v1(path, ids, sent=()):
 def file_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+# Processes the grader and torture tests start.
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
+
+
+def children_running(marker):
+    """PIDs of live processes whose command line mentions `marker` (Linux /proc; callers skip without it)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmdline = f.read().decode("utf-8", "replace")
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and "grade.py" in cmdline and "--role" in cmdline and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def run_two_at_a_time(calls):
+    """The results of the argument-less `calls`, run two at a time (each waits on child processes)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]

@@ -18,7 +18,7 @@ import sys
 
 from sink import make_server
 from tests.support import DEADLINE, TempDirTestCase
-from tests.test_sink_server import post, read_to_eof
+from tests.support import post, read_to_eof
 
 REQUESTS = 2500
 # Every status the sink may send (the README's table); 5xx is never expected here.

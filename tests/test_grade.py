@@ -14,7 +14,7 @@ import time
 import unittest
 
 from tests.grade_mutants import grade
-from tests.support import ROOT, TempDirTestCase, python_env
+from tests.support import ROOT, TempDirTestCase, children_running, python_env
 
 sys.path.insert(0, ROOT)
 from grader import __version__  # noqa: E402
@@ -136,30 +136,6 @@ class GradeFailureModesTest(TempDirTestCase):
         self.assertRegex(out, r"FAIL crash-after-ack .*\n.*timed out after 1 s")
         if os.path.isdir("/proc"):
             self.assertEqual(children_running(worker), [])
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.kill()
-    proc.communicate()
-
-
-def children_running(marker):
-    """PIDs of live processes whose command line mentions `marker` (Linux /proc; callers skip without it)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmdline = f.read().decode("utf-8", "replace")
-            with open("/proc/%s/stat" % pid) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and "grade.py" in cmdline and "--role" in cmdline and state != "Z":
-            found.append(int(pid))
-    return found
 
 
 if __name__ == "__main__":

@@ -8,8 +8,7 @@ import textwrap
 import unittest
 
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, python_env, wait_until
-from tests.test_grade import children_running, stop
+from tests.support import ROOT, TempDirTestCase, children_running, python_env, stop, wait_until
 
 
 class GradeCommandLineTest(TempDirTestCase):

@@ -15,15 +15,12 @@ dedup lookup moved before BEGIN IMMEDIATE (check-then-act) must fail it.
 import collections
 import json
 import os
-import queue
 import shutil
 import sqlite3
 import subprocess
-import threading
 import time
 
-from tests.support import DEADLINE, PYTHON, ROOT, TempDirTestCase, python_env
-from tests.test_sink_server import Child
+from tests.support import DEADLINE, PYTHON, ROOT, Child, TempDirTestCase, python_env
 
 RACERS = 4
 ROUNDS = 12
@@ -93,47 +90,10 @@ CHECK_THEN_ACT = (
 )
 
 
-class Racer:
-    """One racer process; its stdout lines arrive on a queue read with a deadline."""
-
-    def __init__(self, root, args):
-        self.proc = subprocess.Popen(
-            [PYTHON, "-c", RACER] + [str(a) for a in args],
-            cwd=root,  # `python -c` puts the working directory first on sys.path
-            env=python_env(PYTHONPATH=root),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            universal_newlines=True,
-        )
-        self.lines = queue.Queue()
-        self.errors = []
-        self.pumps = [
-            threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True),
-            threading.Thread(target=self._pump, args=(self.proc.stderr, self.errors.append), daemon=True),
-        ]
-        for pump in self.pumps:
-            pump.start()
-
-    @staticmethod
-    def _pump(stream, put):
-        for line in stream:
-            put(line)
-        stream.close()
-
-    def line(self, deadline):
-        try:
-            return self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise AssertionError("racer silent; stderr: %r" % "".join(self.errors)) from None
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(DEADLINE)
-        self.proc.stdin.close()
-        for pump in self.pumps:
-            pump.join(DEADLINE)
+def racer(root, args):
+    """One racer process (tests.support.Child); it reads "go" on its stdin at each barrier."""
+    # `python -c` puts the working directory first on sys.path: the racer imports root's kit.
+    return Child([str(a) for a in args], root, program=RACER, env=python_env(PYTHONPATH=root), stdin=subprocess.PIPE)
 
 
 def make_mutant(root, old, new):
@@ -183,20 +143,21 @@ def violations(db_path, results):
 class RaceTest(TempDirTestCase):
     def race(self, root, mode, where):
         """Run RACERS racers for ROUNDS rounds; return every (id, sku, qty, outcome) they saw."""
-        racers = [Racer(root, [mode, where, i, ROUNDS, IDS_PER_ROUND]) for i in range(RACERS)]
-        for racer in racers:
-            self.addCleanup(racer.close)
+        racers = [racer(root, [mode, where, i, ROUNDS, IDS_PER_ROUND]) for i in range(RACERS)]
+        for child in racers:
+            self.addCleanup(child.close)
         deadline = time.monotonic() + RACE_BOUND
+        left = lambda: max(0.1, deadline - time.monotonic())
         for _ in range(ROUNDS):
-            for racer in racers:
-                self.assertEqual(racer.line(deadline), "ready\n")
-            for racer in racers:  # the barrier opens: all of them are blocked on this line
-                racer.proc.stdin.write("go\n")
-                racer.proc.stdin.flush()
+            for child in racers:
+                self.assertEqual(child.line(left()), "ready\n")
+            for child in racers:  # the barrier opens: all of them are blocked on this line
+                child.proc.stdin.write("go\n")
+                child.proc.stdin.flush()
         results = []
-        for racer in racers:
-            results.extend(json.loads(racer.line(deadline)))
-            self.assertEqual(racer.proc.wait(max(0.1, deadline - time.monotonic())), 0, "".join(racer.errors))
+        for child in racers:
+            results.extend(json.loads(child.line(left())))
+            self.assertEqual(child.proc.wait(left()), 0, child.stderr_so_far())
         self.assertEqual(len(results), RACERS * ROUNDS * IDS_PER_ROUND)
         return results
 

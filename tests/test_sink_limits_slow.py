@@ -20,7 +20,7 @@ import time
 
 from outbox import send_http
 from tests.support import DEADLINE, PYTHON, python_env, wait_until
-from tests.test_sink_server import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, request_bytes, stock
+from tests.support import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, request_bytes, stock
 
 try:
     import resource

@@ -26,11 +26,10 @@ from outbox.event import digest
 from sink import WrongDatabase, faults, init_sink, make_server, receive
 from sink.server import MAX_BODY
 from tests.support import (
-    DEADLINE, EVENT, Child, TempDirTestCase, body_of, parse_prometheus, post, post_to, request_bytes, snapshot,
-    wait_until,
+    DEADLINE, EVENT, SHORT, Child, ServerTestCase, TempDirTestCase, body_of, outcomes, parse_prometheus, post, post_to,
+    read_to_eof, request_bytes, snapshot, stock, wait_until,
 )
 
-SHORT = 0.5  # server timeout where a test waits on it
 EVENT_DIGEST = digest(EVENT)
 
 
@@ -51,43 +50,6 @@ def exchange(port, data, *, half_close=True):
         name, _, value = line.partition(":")
         headers.setdefault(name.strip().lower(), []).append(value.strip())
     return status, headers, (json.loads(body.decode("ascii")) if body else None), raw
-
-
-def read_to_eof(sock):
-    chunks = []
-    while True:
-        chunk = sock.recv(65536)  # bounded by the socket's DEADLINE timeout
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
-def outcomes(path):
-    return [row[2] for row in snapshot(path)["deliveries"]]
-
-
-def stock(path):
-    return dict(snapshot(path)["inventory"])
-
-
-class ServerTestCase(TempDirTestCase):
-    def setUp(self):
-        super().setUp()
-        self.db_path = self.path("sink.db")
-
-    def start(self, **options):
-        options.setdefault("timeout", SHORT)
-        server = make_server(self.db_path, **options).start()
-        self.addCleanup(server.stop)
-        return server
-
-    def port(self, **options):
-        return self.start(**options).server_address[1]
-
-    def child(self, *args, program=None):
-        child = Child(args, self.tmp, program=program)
-        self.addCleanup(child.close)
-        return child
 
 
 class AnswerTest(ServerTestCase):

@@ -5,13 +5,12 @@ modes, publisher, sink and intake) and runs a short soak. The rest proves
 the harness is not a rubber stamp: a point that is never reached and
 tampered DB files are violations (mutants of the kit: test_torture_mutants).
 """
-import concurrent.futures
 import functools
 import sqlite3
 
 from outbox import init_store, intake, mark_sent
 from sink import init_sink, receive
-from tests.support import TempDirTestCase
+from tests.support import TempDirTestCase, run_two_at_a_time
 from tests.torture import invariants, matrix, points, soak
 
 # (point, mode, index of the target event, deliveries of the target after recovery)
@@ -22,12 +21,6 @@ SLICE = (
     ("after-commit", points.EXIT, 3, 2),
     ("between-inserts", points.KILL, 1, 0),
 )
-
-
-def run_two_at_a_time(calls):
-    """The results of the argument-less `calls`, run two at a time (each waits on child processes)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
 class MatrixSliceTest(TempDirTestCase):

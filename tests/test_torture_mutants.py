@@ -8,9 +8,8 @@ import functools
 import os
 import shutil
 
-from tests.support import ROOT, TempDirTestCase
 from tests.grade_mutants import MUTANTS, make_mutant
-from tests.test_torture import run_two_at_a_time
+from tests.support import ROOT, TempDirTestCase, run_two_at_a_time
 from tests.torture import matrix, points
 
 # (mistake in grade_mutants.MUTANTS, the run that must catch it, words of the violation it must report)
