@@ -150,8 +150,7 @@ def upgrade_in_place(path, *, application_id, version, upgrades, kind):
     the new user_version), so it ends either fully upgraded or untouched. A
     file stamped with a newer version, or with a version `upgrades` does not
     know, raises WrongDatabase and is left byte-for-byte unchanged; so does a
-    file that is not ours (open_db's own check says so). `command` names the
-    way to upgrade by hand, for the messages of read-only openers.
+    file that is not ours (open_db's own check says so).
     """
     path = os.fspath(path)
     if not os.path.isfile(path) or os.path.getsize(path) == 0:

@@ -53,7 +53,7 @@ def run_case(point, mode, index, workdir, *, events=points.EVENTS, root=ROOT):
             if point.victim == points.INTAKE:
                 taken_in = _crash_intake(children, point, mode, index, source, events)
             else:
-                taken_in = _take_in(source, events)
+                taken_in = take_in(source, events)
                 _crash_delivery(children, point, mode, index, target, source, sink)
             observed = invariants.check(source, sink, taken_in, hits=hits, recovered=False)
             violations += ["after the crash: " + v for v in observed.violations]
@@ -69,7 +69,8 @@ def run_case(point, mode, index, workdir, *, events=points.EVENTS, root=ROOT):
     )
 
 
-def _take_in(source, events):
+def take_in(source, events):
+    """Take `events` in through the kit's own intake, in a connection of this process; return them as a list."""
     con = init_store(source)
     try:
         for event in events:
@@ -81,11 +82,11 @@ def _take_in(source, events):
 
 def _crash_intake(children, point, mode, index, source, events):
     """Events before the target taken in, the target's intake killed, those after taken in."""
-    taken_in = _take_in(source, events[:index])
+    taken_in = take_in(source, events[:index])
     victim = children.start("intake", "--db", source, "--event", json.dumps(events[index]),
                             "--point", point.key, "--mode", mode)
     _die(victim, mode)
-    return taken_in + _take_in(source, events[index + 1:])
+    return taken_in + take_in(source, events[index + 1:])
 
 
 def _crash_delivery(children, point, mode, index, target, source, sink):

@@ -13,9 +13,8 @@ import sqlite3
 import time
 import urllib.parse
 
-from outbox import init_store, intake
-
 from . import child, invariants
+from .matrix import take_in
 from .procs import WAIT, ChildFailed, Children
 
 SKUS = ("apple", "pear", "plum", "fig", "kiwi")
@@ -33,13 +32,7 @@ def run_soak(seed, workdir, *, events=300, kills=12, log=None):
     rng = random.Random(seed)
     source = os.path.join(workdir, "source.db")
     sink = os.path.join(workdir, "sink.db")
-    taken_in = make_events(rng, events)
-    con = init_store(source)
-    try:
-        for event in taken_in:
-            intake(con, event)
-    finally:
-        con.close()
+    taken_in = take_in(source, make_events(rng, events))
     # Kill i lands once the sink has applied positions[i] events, plus a jitter;
     # a tenth of the stream is left after the last one for it to land in.
     positions = sorted(rng.sample(range(1, max(2, events - events // 10)), kills))
@@ -58,7 +51,7 @@ def run_soak(seed, workdir, *, events=300, kills=12, log=None):
                     # Everything was delivered before the kill could land: take more in and go on.
                     publisher.expect_exit((0,))
                     more = make_events(rng, 20, first=len(taken_in))
-                    _take_in(source, more)
+                    take_in(source, more)
                     taken_in += more
                     if log:
                         log("soak: all delivered before kill %d could land; %d more taken in" % (landed + 1, len(more)))
@@ -104,15 +97,6 @@ def _start_sink(children, sink):
 
 def _start_publisher(children, rng, source, url):
     return children.start("publisher", "--db", source, "--url", url, "--limit", rng.randint(1, 16))
-
-
-def _take_in(source, events):
-    con = init_store(source)
-    try:
-        for event in events:
-            intake(con, event)
-    finally:
-        con.close()
 
 
 def _readonly(path):
