@@ -7,12 +7,10 @@ patch whose text no longer occurs exactly once is an ERROR naming the mutant
 """
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
 
-from tests.support import ROOT, python_env
+from tests.support import ROOT, copy_packages, python_env
 
 GRADE = os.path.join(ROOT, "grade.py")
 REFERENCE = os.path.join("examples", "worker_reference.py")
@@ -109,20 +107,9 @@ def grade(*args, timeout=TIME_BOUND, env=None, cwd=ROOT):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def make_writable(root):
-    """copytree keeps a read-only checkout's modes; the copy must take the patch."""
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            os.chmod(path, os.stat(path).st_mode | stat.S_IWUSR)
-
-
 def make_mutant(root, mistake, edits, path):
     """Copy the kit's packages and reference worker under `root`, then apply `edits` to `path`."""
-    for folder in ("outbox", "sink", "examples"):
-        shutil.copytree(os.path.join(ROOT, folder), os.path.join(root, folder),
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    make_writable(root)
+    copy_packages(root, ("outbox", "sink", "examples"), source=ROOT)
     target = os.path.join(root, path)
     with open(target, encoding="utf-8") as f:
         text = f.read()

@@ -4,6 +4,7 @@ Nothing here mocks sqlite3 or sockets; servers bind 127.0.0.1 port 0 and are
 shut down and joined by the test that started them.
 """
 import concurrent.futures
+import contextlib
 import http.client
 import http.server
 import json
@@ -46,7 +47,7 @@ class TempDirTestCase(unittest.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="outbox-kit-test-")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.addCleanup(remove_tree, self.tmp)
 
     def path(self, *names):
         return os.path.join(self.tmp, *names)
@@ -411,6 +412,26 @@ def set_tree_mode(top, *, writable):
             path = os.path.join(directory, name)
             mode = os.stat(path).st_mode & 0o777
             os.chmod(path, (mode | 0o644) if writable else (mode & 0o555) | 0o444)
+
+
+def copy_packages(dest, folders, *, source=None):
+    """Copy `folders` of the kit (or of `source`) under `dest`, writable by their owner whatever the original's modes.
+
+    A lab host may hand the suite a read-only checkout; copytree keeps those
+    modes, and a mutant patched into the copy must still be writable.
+    """
+    for folder in folders:
+        shutil.copytree(os.path.join(source or ROOT, folder), os.path.join(dest, folder),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        set_tree_mode(os.path.join(dest, folder), writable=True)
+
+
+def remove_tree(top):
+    """Remove a test's directory even where a test left parts of it read-only; never raises."""
+    if os.path.isdir(top):
+        with contextlib.suppress(OSError):
+            set_tree_mode(top, writable=True)
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def tree_listing(top):

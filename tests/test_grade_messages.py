@@ -17,6 +17,7 @@ import tempfile
 import unittest
 
 from tests import grade_mutants
+from tests.all_pythons import below_floor_env
 from tests.grade_mutants import GRADE, grade
 from tests.support import ROOT, TempDirTestCase, python_env
 
@@ -159,7 +160,6 @@ class ReadOnlyCheckoutTest(TempDirTestCase):
         for folder, dirs, files in os.walk(checkout):
             for name in files:
                 os.chmod(os.path.join(folder, name), 0o444)
-        self.addCleanup(grade_mutants.make_writable, checkout)
         original = grade_mutants.ROOT
         grade_mutants.ROOT = checkout
         try:
@@ -192,8 +192,7 @@ class PythonFloorTest(unittest.TestCase):
                 continue
             tried += 1
             with self.subTest(version=version):
-                env = python_env()
-                env.pop("PYTHONPATH")
+                env = below_floor_env(python_env())
                 result = subprocess.run([python, GRADE], cwd=ROOT, env=env, timeout=60,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
                 self.assertEqual(result.returncode, 2, result.stderr)

@@ -15,12 +15,11 @@ dedup lookup moved before BEGIN IMMEDIATE (check-then-act) must fail it.
 import collections
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import time
 
-from tests.support import DEADLINE, PYTHON, ROOT, Child, TempDirTestCase, python_env
+from tests.support import DEADLINE, PYTHON, ROOT, Child, TempDirTestCase, copy_packages, python_env
 
 RACERS = 4
 ROUNDS = 12
@@ -97,8 +96,7 @@ def racer(root, args):
 
 
 def make_mutant(root, old, new):
-    for folder in ("outbox", "sink"):
-        shutil.copytree(os.path.join(ROOT, folder), os.path.join(root, folder), ignore=shutil.ignore_patterns("__pycache__"))
+    copy_packages(root, ("outbox", "sink"))
     path = os.path.join(root, "sink", "inbox.py")
     with open(path) as f:
         text = f.read()
