@@ -86,7 +86,7 @@ class MessageTableTest(unittest.TestCase):
                                    "got Clash, whose bases are Exception, object (Clash: x)")
         rendered = messages.render(common.wrong_class("Conflict", "Clash", ["Clash", "Exception", "object"], "Clash: x"), "ja")
         self.assertEqual(rendered, "衝突するペイロードには Conflict かそのサブクラスを送出してください（採点ツールはクラス名で判定します）。"
-                                   "実際は Clash で、その基底クラスは Exception, object です（Clash: x）")
+                                   "実際は Clash で、その基底クラスは Exception, object です（「Clash: x」）")
 
 
 class RegistryTest(unittest.TestCase):
