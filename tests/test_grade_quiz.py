@@ -11,13 +11,15 @@ import json
 import os
 import pty
 import re
+import shutil
 import string
 import subprocess
 import sys
 import unittest
 
+from tests import grade_mutants
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import ROOT, python_env
+from tests.support import ROOT, TempDirTestCase, python_env
 
 sys.path.insert(0, ROOT)
 from grader import messages, quiz  # noqa: E402
@@ -164,7 +166,7 @@ def rendered(fields):
     return out
 
 
-class QuizRunTest(unittest.TestCase):
+class QuizRunTest(TempDirTestCase):
     def test_every_answer_right_with_json_quotes_this_runs_evidence(self):
         status, out, err = run_quiz(RIGHT, "--json", "--lang", "ja")
         self.assertEqual(status, 0, err)
@@ -229,6 +231,23 @@ class QuizRunTest(unittest.TestCase):
                 self.assertEqual((status, out), (2, ""))
                 self.assertEqual(err, "grade.py: error: --quiz runs the kit's own reference scenarios and cannot be "
                                       "combined with %s\n" % option)
+
+    def test_a_kit_whose_own_scenario_fails_has_nothing_to_quiz_about(self):
+        # A copy of the whole kit, grader included, whose dispatch marks sent before sending.
+        mistake, check, path, edits = grade_mutants.MUTANTS[0]
+        self.assertEqual(check, "crash-after-ack")
+        grade_mutants.make_mutant(self.tmp, mistake, edits, path)
+        shutil.copytree(os.path.join(ROOT, "grader"), self.path("grader"), ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(GRADE, self.path("grade.py"))
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        environ.pop("PYTHONPATH")
+        proc = subprocess.run([sys.executable, self.path("grade.py"), "--quiz"], cwd=self.tmp, env=environ,
+                              timeout=TIME_BOUND, input=RIGHT.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err = proc.stderr.decode("utf-8")
+        self.assertEqual(proc.returncode, 3, err)
+        self.assertRegex(err, r"\Agrade\.py: --quiz: the kit's own crash-after-ack did not pass on this machine, so "
+                              r"there is no evidence to ask about: expected [^\n]+; observed [^\n]+\n\Z")
+        self.assertNotIn("Question 1", proc.stdout.decode("utf-8"))
 
     def test_a_non_choice_is_asked_again_at_a_terminal(self):
         controller, terminal = pty.openpty()
