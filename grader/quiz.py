@@ -68,12 +68,9 @@ def main(args):
     except BadInput as exc:
         print(exc.args[0], file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped) as stop:  # Ctrl-C, SIGTERM, SIGHUP: 128 + the signal, as grade.py
         print(text(lang, "cli.interrupted"), file=sys.stderr)
-        return 130
-    except Stopped as stop:
-        print(text(lang, "cli.interrupted"), file=sys.stderr)
-        return 128 + stop.signum
+        return 128 + getattr(stop, "signum", signal.SIGINT)
     score = sum(1 for r in results if r["right"])
     say(out, "")
     say(out, text(lang, "quiz.score", score=score, count=len(QUESTIONS)))
