@@ -93,7 +93,7 @@ def run_reference(grader, lang):
         observed = {}
         for name, future in futures:
             try:
-                expected, observed[name] = future.result()
+                observed[name] = future.result()[1]  # (expected, observed): the observation is what the quiz quotes
             except Fail as fail:
                 raise ReferenceFailed(text(lang, "quiz.reference-failed", name=name, expected=fail.expected,
                                            observed=fail.observed))

@@ -311,7 +311,7 @@ QUESTIONS = (
                         "See README, \"Operating it\".",
         ),
         "ja": Text(
-            observed="dropped-responseで、パブリッシャー1号の送信は失敗しました（{drop_error}）が、倉庫はsnack-7を"
+            observed="dropped-responseで、パブリッシャー1号の送信は{drop_error}で失敗しましたが、倉庫はsnack-7を"
                      "適用しています（在庫{drop_inventory}）。パブリッシャー2号の送信は成功し、倉庫のdeliveriesは"
                      "「{drop_final_deliveries:terms}」になりました。",
             question="運用者は、送信成功の回数の代わりに、何を見ますか。",
