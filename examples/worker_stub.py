@@ -14,6 +14,7 @@ Both DBs in WAL mode, every connection you return with synchronous=FULL.
 Exceptions are judged by class name: define (or import) classes named
 DeliveryError, Conflict and WrongDatabase, and use ValueError and KeyError.
 See CHANGELOG.md for what each grader release asks of a worker.
+examples/worker_stub_ja.py is this stub with its docstrings in Japanese.
 """
 
 

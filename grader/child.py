@@ -496,9 +496,9 @@ def check_conflict_committed(impl, db):
         expect("Conflict" in [c.__name__ for c in type(exc).__mro__], msg("conflict.raises"), wrong_class("Conflict", exc))
     else:
         raise Fail(msg("conflict.raises"), msg("call.returned"))
-    expect(outcomes == ["applied", "conflict"], msg("conflict.logged"), msg("conflict.deliveries", outcomes=repr(outcomes)))
+    expect(outcomes == ["applied", "conflict"], msg("conflict.logged"), msg("conflict.deliveries", outcomes=outcomes))
     expect(qty == 7, msg("conflict.inventory"), msg("conflict.qty", qty=repr(qty)))
-    return msg("conflict-committed.passed"), msg("conflict.deliveries", outcomes=repr(outcomes))
+    return msg("conflict-committed.passed"), msg("conflict.deliveries", outcomes=outcomes)
 
 
 def file_digest(path):

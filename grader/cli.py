@@ -7,8 +7,10 @@ worker: grade.py sends `--role` children straight to child.py.
 """
 import argparse
 import concurrent.futures
+import functools
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -17,7 +19,7 @@ import unicodedata
 
 from . import __version__
 from .common import Fail, describe, msg
-from .messages import LANGS, choose_lang, render, text
+from .messages import LANGS, choose_lang, render, term, terms, text
 from .parent import PROCESSES, ROOT, Grader, GraderError
 from .registry import CHECKS, NAMES
 
@@ -61,9 +63,9 @@ def evidence_table(evidence, lang):
     lines = []
     rows = (
         ("evidence.order", lambda p: text(lang, "present" if p["order"] else "absent")),
-        ("evidence.outbox", lambda p: p["outbox"]),
+        ("evidence.outbox", lambda p: term(lang, p["outbox"])),
         ("evidence.inbox", lambda p: text(lang, "present" if p["inbox"] else "absent")),
-        ("evidence.deliveries", lambda p: ", ".join(p["deliveries"]) or text(lang, "evidence.none")),
+        ("evidence.deliveries", lambda p: terms(lang, p["deliveries"])),
         ("evidence.ack", lambda p: text(lang, "evidence.not-sent") if p["ack"] is None
          else ", ".join(json.dumps(a) for a in p["ack"]) or text(lang, "evidence.none")),
         ("evidence.inventory", lambda p: str(p["inventory"])),
@@ -87,6 +89,81 @@ def display_width(cell):
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
 
 
+NO_BREAK_BEFORE = "、。，．・：；？！）」』】〕ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ"
+NO_BREAK_AFTER = "（「『【〔"
+
+
+def wrap(text, width):
+    """`text` as lines of at most `width` terminal columns (a wide character takes two).
+
+    Breaks at spaces, and next to wide characters (Japanese has no spaces),
+    except before closing punctuation and small kana or after an opening
+    bracket; never inside an ASCII word, a hyphenated name included. A piece
+    that cannot be broken and is wider than `width` overflows its line.
+    """
+    lines = []
+    for paragraph in text.split("\n"):
+        line = []  # the pieces of the line being filled
+        for piece in re.findall(r"[^\s\u3000-\u9fff\uff00-\uffef]+\s*|\S\s*|\s+", paragraph):
+            line.append(piece)
+            if display_width("".join(line).rstrip()) > width:
+                cut = next((i for i in range(len(line) - 1, 0, -1) if line[i][0] not in NO_BREAK_BEFORE
+                            and line[i - 1].rstrip()[-1:] not in NO_BREAK_AFTER), 0)
+                if cut:
+                    lines.append("".join(line[:cut]).rstrip())
+                    line = line[cut:]
+        lines.append("".join(line).rstrip())
+    return lines
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help in the reader's language, wrapped by terminal columns (a kanji takes two)."""
+
+    def __init__(self, prog, lang="en", **kwargs):
+        super().__init__(prog, **kwargs)
+        self.usage_prefix = text(lang, "cli.usage")
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        # argparse lays the usage out by len(); a blank prefix of the same width keeps its lines aligned.
+        super().add_usage(usage, actions, groups, " " * display_width(self.usage_prefix))
+
+    def format_help(self):
+        blank = " " * display_width(self.usage_prefix)
+        help_text = super().format_help()
+        return self.usage_prefix + help_text[len(blank):] if help_text.startswith(blank) else help_text
+
+    def _split_lines(self, text, width):
+        return wrap(" ".join(text.split()), width)
+
+    def _fill_text(self, text, width, indent):
+        return "\n".join(indent + line for line in wrap(" ".join(text.split()), width - len(indent)))
+
+
+# argparse's own complaints, as it words them on Python 3.8-3.13, and the message saying each in the reader's language.
+ARGPARSE_ERRORS = (
+    (r"unrecognized arguments: (?P<args>.*)", "argparse.unrecognized"),
+    (r"expected one argument", "argparse.expected-one"),
+    (r"invalid choice: (?P<value>.*?) \(choose from (?P<choices>.*)\)", "argparse.invalid-choice"),
+    (r"invalid (?P<type>\w+) value: (?P<value>.*)", "argparse.invalid-value"),
+    (r"ambiguous option: (?P<option>\S+) could match (?P<matches>.*)", "argparse.ambiguous"),
+    (r"ignored explicit argument (?P<value>.*)", "argparse.ignored"),
+    (r"the following arguments are required: (?P<args>.*)", "argparse.required"),
+)
+
+
+def argparse_message(message, lang):
+    """One of argparse's English messages in `lang` (as it is, if argparse words it in a way not listed here)."""
+    argument = re.fullmatch(r"argument (?P<argument>\S+): (?P<problem>.*)", message, re.S)
+    if argument:
+        return text(lang, "argparse.argument", argument=argument.group("argument"),
+                    problem=argparse_message(argument.group("problem"), lang))
+    for pattern, message_id in ARGPARSE_ERRORS:
+        found = re.fullmatch(pattern, message, re.S)
+        if found:
+            return text(lang, message_id, **found.groupdict())
+    return message
+
+
 def json_evidence(evidence):
     """The evidence with each phase's label in English next to its message: JSON types throughout."""
     return {name: [dict(p, phase=render(p["phase"], "en"), phase_message=p["phase"]) for p in phases]
@@ -94,25 +171,37 @@ def json_evidence(evidence):
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, lang, **kwargs):
+        super().__init__(formatter_class=functools.partial(HelpFormatter, lang=lang), add_help=False, **kwargs)
+        self.lang = lang
+
     def error(self, message):
-        """One line on stderr, exit 2, as argparse does, and never a traceback."""
-        self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.prog, message))
+        """One line on stderr, exit 2, as argparse does, and never a traceback; in the reader's language."""
+        self.exit(EXIT_USAGE, text(self.lang, "cli.usage-error", prog=self.prog, message=argparse_message(message, self.lang)) + "\n")
 
 
 def parse_args(argv, lang):
     t = lambda message_id, **fields: text(lang, message_id, **fields)  # noqa: E731
-    parser = Parser(prog="grade.py", description=t("cli.description"))
-    parser.add_argument("--impl", default=REFERENCE, metavar="PATH", help=t("cli.help.impl"))
-    parser.add_argument("-k", dest="only", action="append", metavar="NAME", help=t("cli.help.only", names=", ".join(NAMES)))
-    parser.add_argument("--json", action="store_true", help=t("cli.help.json"))
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
-    parser.add_argument("--jobs", type=int, default=4, help=t("cli.help.jobs"))
-    parser.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
-    parser.add_argument("--list", action="store_true", help=t("cli.help.list"))
-    parser.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
-    parser.add_argument("--debug", action="store_true", help=t("cli.help.debug"))
-    parser.add_argument("--version", action="version", version="grade.py %s" % __version__, help=t("cli.help.version"))
+    parser = Parser(lang, prog="grade.py", description=t("cli.description"))
+    options = parser.add_argument_group(t("cli.options"))
+    options.add_argument("-h", "--help", action="help", help=t("cli.help.help"))
+    options.add_argument("--impl", default=REFERENCE, metavar="PATH", help=t("cli.help.impl"))
+    options.add_argument("-k", dest="only", action="append", metavar="NAME", help=t("cli.help.only", names=", ".join(NAMES)))
+    options.add_argument("--json", action="store_true", help=t("cli.help.json"))
+    options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
+    options.add_argument("--jobs", type=int, default=4, help=t("cli.help.jobs"))
+    options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
+    options.add_argument("--list", action="store_true", help=t("cli.help.list"))
+    options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
+    options.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
+    options.add_argument("--debug", action="store_true", help=t("cli.help.debug"))
+    options.add_argument("--version", action="version", version="grade.py %s" % __version__, help=t("cli.help.version"))
     args = parser.parse_args(argv)
+    if args.quiz:
+        # The quiz runs the kit's own reference, always: nothing here chooses what it runs.
+        for option, given in (("--impl", args.impl != REFERENCE), ("-k", args.only), ("--list", args.list)):
+            if given:
+                parser.error(t("usage.quiz-with", option=option))
     for name in args.only or ():
         if name not in NAMES:
             parser.error(t("usage.unknown-check", name=name, names=", ".join(NAMES)))
@@ -164,6 +253,9 @@ def main(argv=None):
     lang = language(argv)
     args = parse_args(argv, lang)
     try:
+        if args.quiz:
+            from . import quiz  # only --quiz loads the quiz and runs its scenarios
+            return quiz.main(args)
         return grade(args)
     except BrokenPipeError:
         raise

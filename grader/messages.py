@@ -4,13 +4,20 @@ MESSAGES maps a language to {message id: text with {field} placeholders}.
 "en" is here; "ja" lives in messages_ja.py so each table stays readable.
 Adding a language is a pure data change: another dict with the same ids and
 the same placeholders, added to MESSAGES (tests/test_grade_messages.py fails
-if a message exists in one language only).
+if a message exists in one language only). The quiz's questions are in the
+same tables: quiz_questions.py keeps each question's languages side by side.
+A field written {name:term} holds a program value (pending, sent, applied,
+duplicate, conflict, present, absent, source, sink); each language shows it
+in its own words, through its "term.<value>" messages, and {name:terms} does
+the same for a list of them. An unknown value is shown as it is.
 JSON output stays language-neutral: message ids with their fields, plus the
 English text. Nothing here imports the worker or runs anything.
 """
 import os
+import string
 
 from .messages_ja import JA
+from .quiz_questions import QUIZ_TEXT
 
 DEFAULT_LANG = "en"
 
@@ -67,6 +74,35 @@ EN = {
     "phase.publisher-exit": "publisher #{n} (exit {status})",
     "phase.publisher-error": "publisher #{n} ({error})",
     "phase.publisher-timed-out": "publisher #{n} (timed out after {seconds} s)",
+    # Program values, as {field:term} shows them (see the module docstring).
+    "term.pending": "pending",
+    "term.sent": "sent",
+    "term.applied": "applied",
+    "term.duplicate": "duplicate",
+    "term.conflict": "conflict",
+    "term.present": "present",
+    "term.absent": "absent",
+    "term.none": "none",
+    "term.source": "source",
+    "term.sink": "sink",
+    "term.separator": ", ",
+
+    # The quiz (grade.py --quiz); the questions themselves are in quiz_questions.py.
+    "quiz.running": "quiz: running the kit's own crash-after-ack and dropped-response (never your worker) ...",
+    "quiz.ran": "quiz: both scenarios passed in {seconds} s; {count} questions about what they observed.",
+    "quiz.heading": "Question {n} of {count}",
+    "quiz.observed": "Observed in this run: {observed}",
+    "quiz.prompt": "answer ({letters}): ",
+    "quiz.right": "Right.",
+    "quiz.wrong": "Wrong: the answer is {answer}.",
+    "quiz.feedback": "{verdict} {explanation}",
+    "quiz.not-a-choice": "{given!r} is not a choice; answer {letters}",
+    "quiz.score": "quiz score: {score} of {count}",
+    "quiz.piped-not-a-choice": "grade.py: --quiz: answer {n} is {given!r}, not one of {letters} (one answer a line)",
+    "quiz.ended": "grade.py: --quiz: stdin ended after {given} answer(s); the quiz has {count} questions (one answer a line: a, b, ...)",
+    "quiz.reference-failed": "grade.py: --quiz: the kit's own {name} did not pass on this machine, so there is no evidence to ask about: expected {expected}; observed {observed}",
+    "quiz.separator": ", ",
+    "quiz.letters-or": "{letters} or {last}",
 
     # The command line.
     "cli.description": "Prove 'two deliveries, one application' with real processes, and grade a worker module.",
@@ -88,6 +124,21 @@ EN = {
     "usage.not-py": "its name does not end in .py",
     "usage.not-text": "it is not UTF-8 text",
     "usage.syntax": "line {line}: {error}",
+    "cli.usage": "usage: ",
+    "cli.options": "options",
+    "cli.help.help": "show this help message and exit",
+    "cli.help.quiz": "run the kit's own crash-after-ack and dropped-response, then ask what their evidence proves; answers from stdin, one a line (a, b, ...)",
+    "cli.usage-error": "{prog}: error: {message}",
+    "usage.quiz-with": "--quiz runs the kit's own reference scenarios and cannot be combined with {option}",
+    # argparse's own complaints (argparse words them in English; --lang ja says them in Japanese).
+    "argparse.argument": "argument {argument}: {problem}",
+    "argparse.unrecognized": "unrecognized arguments: {args}",
+    "argparse.expected-one": "expected one argument",
+    "argparse.invalid-choice": "invalid choice: {value} (choose from {choices})",
+    "argparse.invalid-value": "invalid {type} value: {value}",
+    "argparse.ambiguous": "ambiguous option: {option} could match {matches}",
+    "argparse.ignored": "ignored explicit argument {value}",
+    "argparse.required": "the following arguments are required: {args}",
     "cli.interrupted": "grade.py: interrupted; stopping children and removing temporary files",
     "check.grader-error": "grader error (not your worker's fault): {error}",
     "cli.grader-error": "grade.py: grader error (not your worker's fault): {error}",
@@ -182,6 +233,7 @@ EN = {
     "untrusted.fails": "{case}: dispatch fails with a DeliveryError",
     "untrusted.pending": "{case}: snack-7 stays pending",
     "untrusted.trap-empty": "the redirect target sees no request",
+    "untrusted.observed": "wrong-id -> {wrong_id} | oversized -> {oversized} | ack-string -> {ack_string} | redirect -> {redirect}",
     "untrusted-ack.passed": "wrong-id, oversized, \"ack\": \"true\" and redirected ACKs leave snack-7 pending",
     # proxy-ignored
     "proxy.trap-empty": "the proxy trap sees nothing",
@@ -316,6 +368,7 @@ EN = {
     "receive.nothing": "{fault}: nothing applied",
     "receive.rows": "inbox row {inbox}, deliveries {deliveries}, inventory {inventory}",
     "receive.restarted": "{fault}, then a restarted sink: inventory 7",
+    "receive.observed": "crash-before-commit: {before:terms}; crash-after-commit: {after:terms}",
     "receive-atomic.passed": "a sink crash inside receive applies all or nothing; after a restart inventory is 7",
     "post.answer": "an HTTP answer from the sink",
     # wrong-database
@@ -332,7 +385,7 @@ EN = {
     "durability.passed": "both DBs in WAL mode; both connections synchronous=FULL",
 }
 
-MESSAGES = {"en": EN, "ja": JA}
+MESSAGES = {"en": dict(EN, **QUIZ_TEXT["en"]), "ja": dict(JA, **QUIZ_TEXT["ja"])}
 LANGS = tuple(MESSAGES)
 
 
@@ -358,4 +411,29 @@ def render(message, lang):
         if isinstance(value, dict) and "id" in value and "fields" in value:
             value = render(value, lang)
         fields[name] = value
-    return MESSAGES[lang][message["id"]].format(**fields)
+    return Formatter(lang).vformat(MESSAGES[lang][message["id"]], (), fields)
+
+
+def term(lang, value):
+    """A program value (pending, sent, applied, ...) in `lang`'s words; a value with no term as it is."""
+    return MESSAGES[lang].get("term.%s" % value, str(value))
+
+
+def terms(lang, values):
+    """A list of program values in `lang`'s words, with its separator; "none" in its words if empty."""
+    return MESSAGES[lang]["term.separator"].join(term(lang, v) for v in values) or MESSAGES[lang]["term.none"]
+
+
+class Formatter(string.Formatter):
+    """str.format, plus the two specs for program values: {name:term} and {name:terms}."""
+
+    def __init__(self, lang):
+        super().__init__()
+        self.lang = lang
+
+    def format_field(self, value, spec):
+        if spec == "term":
+            return term(self.lang, value)
+        if spec == "terms":
+            return terms(self.lang, value)
+        return format(value, spec)

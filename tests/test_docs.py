@@ -19,6 +19,10 @@ from tests.support import ROOT, TempDirTestCase, python_env
 with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _f:
     README = _f.read()
 README_JA = os.path.join(ROOT, "README.ja.md")
+GLOSSARY = os.path.join(ROOT, "docs", "glossary.ja.md")
+# Every Japanese text a reader meets, besides the glossary itself: held to the glossary's terms.
+JAPANESE_TEXTS = ("README.ja.md", "docs/*.ja.md", "grader/messages_ja.py", "grader/quiz_questions.py",
+                  "examples/worker_stub_ja.py")
 CLI_PACKAGES = ("outbox", "sink")
 PARSER_BUILDERS = ("build_parser", "_build_parser")
 EXTERNAL_TOOLS = ("curl", "cd")  # commands in the README's sh blocks that are not the kit's
@@ -89,6 +93,81 @@ def headings(text):
         elif not fenced and re.match(r"#{1,6} ", line):
             levels.append(len(line.split(" ")[0]))
     return levels
+
+
+def glossary():
+    """[(concept, [the lab's terms], [variants not to use])] from docs/glossary.ja.md's table."""
+    with open(GLOSSARY, encoding="utf-8") as f:
+        rows = [line for line in f.read().splitlines() if line.startswith("| ") and "`" in line]
+    entries = []
+    for row in rows:
+        concept, terms, variants = [cell.strip() for cell in row.strip("|").split(" | ")]
+        entries.append((concept, re.findall(r"`([^`]+)`", terms), re.findall(r"`([^`]+)`", variants)))
+    return entries
+
+
+def japanese_texts():
+    """{repository-relative path: text} of every file JAPANESE_TEXTS names, the glossary left out."""
+    texts = {}
+    for pattern in JAPANESE_TEXTS:
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
+            if os.path.abspath(path) != GLOSSARY:
+                with open(path, encoding="utf-8") as f:
+                    texts[os.path.relpath(path, ROOT)] = f.read()
+    return texts
+
+
+def variants_used(text, terms, variants):
+    """(variant, line number) for each place `text` uses a variant, except inside one of the lab's `terms`."""
+    covered = set()
+    for term in terms:
+        for found in re.finditer(re.escape(term), text):
+            covered.update(range(found.start(), found.end()))
+    return [(variant, text.count("\n", 0, found.start()) + 1)
+            for variant in variants for found in re.finditer(re.escape(variant), text)
+            if not set(range(found.start(), found.end())) <= covered]
+
+
+class GlossaryTest(unittest.TestCase):
+    def test_the_japanese_texts_use_the_labs_terms(self):
+        entries = glossary()
+        self.assertGreaterEqual(len(entries), 10)
+        texts = japanese_texts()
+        self.assertIn("grader/messages_ja.py", texts)
+        self.assertIn("docs/lab.ja.md", texts)
+        found = ["%s:%d: %s (use %s)" % (path, line, variant, " / ".join(terms))
+                 for concept, terms, variants in entries for path, text in texts.items()
+                 for variant, line in variants_used(text, terms, variants)]
+        self.assertEqual(found, [])
+
+    def test_every_term_of_the_glossary_is_in_use(self):
+        everything = "\n".join(japanese_texts().values())
+        for concept, terms, variants in glossary():
+            with self.subTest(concept=concept):
+                self.assertTrue(terms and variants)
+                self.assertTrue(any(term in everything for term in terms), terms)
+
+    def test_a_variant_is_found_and_a_term_that_contains_it_is_not(self):
+        self.assertEqual(variants_used("未完了の項目を行列から外します", ["キュー", "待ち行列"], ["行列"]), [("行列", 1)])
+        self.assertEqual(variants_used("待ち行列から外します", ["キュー", "待ち行列"], ["行列"]), [])
+        self.assertEqual(variants_used("一\n「このリクエストは成功しましたか」", ["このリクエストは成功しましたか"],
+                                       ["リクエストは成功しましたか"]), [])
+        self.assertEqual(variants_used("「リクエストは成功しましたか」", ["このリクエストは成功しましたか"],
+                                       ["リクエストは成功しましたか"]), [("リクエストは成功しましたか", 1)])
+
+
+class LabTest(unittest.TestCase):
+    def test_the_japanese_lab_has_the_same_sections(self):
+        with open(os.path.join(ROOT, "docs", "lab.md"), encoding="utf-8") as f:
+            english = f.read()
+        with open(os.path.join(ROOT, "docs", "lab.ja.md"), encoding="utf-8") as f:
+            japanese = f.read()
+        self.assertEqual(headings(japanese), headings(english))
+        self.assertEqual(re.findall(r"^```(\w*)", japanese, re.M), re.findall(r"^```(\w*)", english, re.M))
+        for text in (english, japanese):
+            self.assertIn("python grade.py --quiz", text)
+            self.assertIn("https://docs.python.org/", text)
+            self.assertIn("https://www.sqlite.org/atomiccommit.html", text)
 
 
 class ReadmeTest(TempDirTestCase):

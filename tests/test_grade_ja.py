@@ -1,9 +1,14 @@
 """`grade.py --lang ja`: the Japanese report, read the way a participant reads it.
 
-Real grade.py processes on the stub (every check FAILs) and on the kit (every
-check PASSes); the language chosen by the option or by LANG / LC_ALL; and a
-Japanese table that is really translated, not English copied over.
+Real grade.py processes on the Japanese stub (every check FAILs) and on the
+kit (every check PASSes), and the quiz in Japanese; the language chosen by the
+option or by LANG / LC_ALL; a Japanese table that is really translated, not
+English copied over; no English left beyond identifiers, commands and the
+worker's own exception text; argparse in Japanese; and the Japanese stub the
+same contract as the English one. (README.ja.md's table of checks is compared
+with the Japanese `proves` texts in test_grade_messages.py.)
 """
+import ast
 import json
 import os
 import re
@@ -18,13 +23,33 @@ from tests.support import ROOT, python_env
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
 from grader.cli import display_width  # noqa: E402
+from grader.quiz_questions import QUESTIONS  # noqa: E402
 from grader.registry import NAMES  # noqa: E402
 
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
-# Ids whose text is the same in every language: program values, verdicts, and labels
-# made only of identifiers (outbox, deliveries) followed by a value.
-SAME_IN_EVERY_LANGUAGE = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent",
-                          "case.ack-string", "outbox.is", "deliveries.are", "conflict.deliveries"}
+STUB_JA = os.path.join(ROOT, "examples", "worker_stub_ja.py")
+# Ids with no words to translate: program values, verdicts, and layout.
+NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string",
+            "quiz.feedback"}
+# English words a Japanese report may hold: they are names, not prose. Anything with a digit, `_`, `-`,
+# `.`, `/`, `=`, quotes or brackets in it is an identifier, a path or a value already (snack-7, mark_sent,
+# os._exit(73), docs/lab.ja.md, 'ok'), and so are the check names.
+IDENTIFIERS = set(NAMES) | {
+    # tables, columns, functions and parameters of the worker's contract; the sku of the scenarios
+    "orders", "outbox", "inbox", "deliveries", "inventory", "seq", "sent", "payload", "qty", "sku", "limit",
+    "pending", "dispatch", "send", "receive", "intake", "snack",
+    # Python and JSON literals and types; exception classes, by the name the grader judges them by
+    "True", "False", "None", "true", "false", "dict", "str", "int", "bool", "float",
+    "NoAnswer", "UntrustedAck", "DeliveryError", "NotAcknowledged", "Conflict", "WrongDatabase", "ValueError",
+    "KeyError", "NotImplementedError",
+    # SQL and SQLite words, protocol and product names, as Japanese technical writing keeps them
+    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "SQLite", "ACK", "DB", "ID", "HTTP", "JSON", "URL", "OS",
+    "loopback",
+    # the lab's own words for what it leaves out (claim・lease・fencing), and a page's title (「Atomic Commit」)
+    "claim", "lease", "fencing", "Atomic", "Commit",
+    # the verdicts of a check line
+    "PASS", "FAIL",
+}
 # English sentence templates of the report: none may survive in a Japanese one.
 ENGLISH_TEMPLATES = ("expected:", "observed:", "grading ", "graded in", "grade:", "passed", "failed",
                      "raised", "check runs", "Evidence for", "observation", "Traceback")
@@ -46,21 +71,40 @@ def check_lines(out, verdict):
 
 
 def fill(template):
-    return template.format(**{name: "<%s>" % name for _, name, _, _ in string.Formatter().parse(template) if name})
+    """`template` with each field shown as <name> (a {name:terms} field as a one-item list)."""
+    fields = {name: ["<%s>" % name] if spec == "terms" else "<%s>" % name
+              for _, name, spec, _ in string.Formatter().parse(template) if name}
+    return messages.Formatter("en").vformat(template, (), fields)
+
+
+def english_words(text):
+    """The plain English words in `text` that are no identifier: what a Japanese reader should not meet.
+
+    The worker's own exception text, quoted in 「」 as "Class: message", and
+    the sink's JSON answers are left out: they are what the program said.
+    """
+    text = re.sub(r"「[A-Z][A-Za-z0-9_]*(?:: [^」]*)?」", "", text)
+    text = re.sub(r'\{"[^{}]*\}', "", text)
+    words = set()
+    for token in re.findall(r"[!-~]+", text):
+        core = token.strip(".,;:!?")
+        if re.fullmatch(r"[A-Za-z]{2,}", core) and core not in IDENTIFIERS:
+            words.add(core)
+    return sorted(words)
 
 
 class JapaneseTableTest(unittest.TestCase):
     def test_every_message_is_translated_not_copied(self):
         english, japanese = messages.MESSAGES["en"], messages.MESSAGES["ja"]
-        copied = sorted(i for i in english if fill(english[i]) == fill(japanese[i]) and i not in SAME_IN_EVERY_LANGUAGE)
+        copied = sorted(i for i in english if fill(english[i]) == fill(japanese[i]) and i not in NO_WORDS)
         self.assertEqual(copied, [])
-        for message_id in SAME_IN_EVERY_LANGUAGE:
+        for message_id in NO_WORDS:
             self.assertIn(message_id, english)
 
     def test_sentences_are_japanese(self):
         # Each translated message holds some kana or kanji; the English left in it is identifiers and values.
         for message_id, template in messages.MESSAGES["ja"].items():
-            if message_id in SAME_IN_EVERY_LANGUAGE:
+            if message_id in NO_WORDS:
                 continue
             with self.subTest(message_id=message_id):
                 self.assertRegex(template, "[\u3000-\u30ff\u4e00-\u9fff]")
@@ -70,13 +114,47 @@ class JapaneseTableTest(unittest.TestCase):
         observed = messages.text("ja", "report.observed", blank="", observed="x")
         self.assertEqual(display_width(expected.split("期待")[0]), display_width(observed.split("観測")[0]))
 
+    def test_program_values_read_in_japanese(self):
+        for value, japanese in (("pending", "未完了"), ("sent", "完了"), ("applied", "適用"), ("duplicate", "重複"),
+                                ("conflict", "衝突"), ("present", "あり"), ("absent", "なし"), ("source", "受付"),
+                                ("sink", "倉庫")):
+            self.assertEqual(messages.term("ja", value), japanese)
+            self.assertEqual(messages.term("en", value), value)
+        self.assertEqual(messages.terms("ja", ["applied", "duplicate"]), "適用・重複")
+        self.assertEqual(messages.terms("ja", []), "なし")
+        self.assertEqual(messages.term("ja", "2 rows"), "2 rows")  # a value with no term is shown as it is
+        self.assertEqual(messages.text("ja", "wrongdb.refused", opener="init_store", kind="sink"),
+                         "倉庫DBに対する init_store が WrongDatabase を送出すること")
+        self.assertEqual(messages.text("en", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
+                                       inventory=7, outbox="sent"),
+                         "deliveries ['applied', 'duplicate'], inventory 7, outbox sent")
+        self.assertEqual(messages.text("ja", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
+                                       inventory=7, outbox="sent"),
+                         "deliveriesは「適用・重複」、在庫は7、outboxは「完了」")
+
+    def test_the_japanese_stub_is_the_english_stub_with_japanese_docstrings(self):
+        def functions(path):
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            return tree, [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+
+        english_tree, english = functions(STUB)
+        japanese_tree, japanese = functions(STUB_JA)
+        self.assertEqual([ast.dump(f.args) for f in japanese], [ast.dump(f.args) for f in english])
+        self.assertEqual([f.name for f in japanese], [f.name for f in english])
+        for f_en, f_ja in zip(english, japanese):
+            with self.subTest(function=f_ja.name):
+                self.assertEqual([ast.dump(n) for n in f_ja.body[1:]], [ast.dump(n) for n in f_en.body[1:]])
+                self.assertRegex(ast.get_docstring(f_ja), "[\u3040-\u30ff\u4e00-\u9fff]")
+        self.assertRegex(ast.get_docstring(japanese_tree), "[\u3040-\u30ff\u4e00-\u9fff]")
+
 
 class JapaneseReportTest(unittest.TestCase):
     def test_the_stub_gets_a_readable_all_fail_report_in_japanese(self):
-        status, out, err = grade("--lang", "ja", "--impl", STUB)
+        status, out, err = grade("--lang", "ja", "--impl", STUB_JA)
         self.assertEqual(status, 1, err)
         self.assertEqual(err, "")
-        self.assertTrue(out.startswith("採点対象: examples/worker_stub.py\n"), out[:200])
+        self.assertTrue(out.startswith("採点対象: examples/worker_stub_ja.py\n"), out[:200])
         lines = check_lines(out, "FAIL")
         self.assertEqual(sorted(lines), sorted(NAMES))
         for name, (expected, observed) in lines.items():
@@ -92,6 +170,7 @@ class JapaneseReportTest(unittest.TestCase):
     def test_the_kit_passes_and_prints_the_evidence_tables_in_japanese(self):
         status, out, err = grade("--lang", "ja")
         self.assertEqual(status, 0, out + err)
+        self.assertEqual(english_words(out), [])
         self.assertEqual(sorted(check_lines(out, "PASS")), sorted(NAMES))
         self.assertIn("\n採点結果: 合格 %d、不合格 0\n" % len(NAMES), out)
         for name in ("crash-after-ack", "dropped-response"):
@@ -104,7 +183,11 @@ class JapaneseReportTest(unittest.TestCase):
                     "evidence.observation", "evidence.order", "evidence.outbox", "evidence.inbox",
                     "evidence.deliveries", "evidence.ack", "evidence.inventory")])
                 self.assertIn(messages.text("ja", "evidence.after", phase=messages.text("ja", "phase.intake")), table[0])
+                self.assertIn("パブリッシャー1号", table[0])
                 self.assert_aligned(table)
+                cells = {line.split("  ")[1]: line.split()[1:] for line in table[1:]}
+                self.assertEqual(cells[messages.text("ja", "evidence.outbox")], ["未完了", "未完了", "完了"])
+                self.assertEqual(cells[messages.text("ja", "evidence.deliveries")], ["なし", "適用", "適用・重複"])
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
 
@@ -153,7 +236,58 @@ class LanguageChoiceTest(unittest.TestCase):
     def test_a_usage_error_is_one_japanese_line(self):
         status, out, err = grade("--lang", "ja", "-k", "no-such-check")
         self.assertEqual((status, out), (2, ""))
-        self.assertRegex(err, r"\Agrade\.py: error: 'no-such-check' というチェックはありません。[^\n]*\n\Z")
+        self.assertRegex(err, r"\Agrade\.py: エラー: 'no-such-check' というチェックはありません。[^\n]*\n\Z")
+        # argparse's own complaints too.
+        for args, line in ((["--timeout", "x"], "引数 --timeout: 'x' は float として読めません"),
+                           (["--bogus"], "認識できない引数です: --bogus"),
+                           (["--impl"], "引数 --impl: 値を1つ指定してください")):
+            with self.subTest(args=args):
+                status, out, err = grade("--lang", "ja", *args)
+                self.assertEqual((status, out, err), (2, "", "grade.py: エラー: %s\n" % line))
+        status, out, err = grade("--lang", "xx", LANG="ja_JP.UTF-8")
+        self.assertEqual(status, 2)
+        self.assertRegex(err, r"\Agrade\.py: エラー: 引数 --lang: 'xx' は選べません（選べる値: [^\n]*en[^\n]*ja[^\n]*）\n\Z")
+
+    def test_help_is_japanese_and_wrapped_by_display_width(self):
+        status, out, err = grade("--lang", "ja", "--help", COLUMNS="80")
+        self.assertEqual((status, err), (0, ""))
+        self.assertTrue(out.startswith("使い方: grade.py [-h] [--impl PATH]"), out[:80])
+        self.assertIn("\nオプション:\n", out)
+        self.assertIn("このヘルプを表示して終了します", out)
+        for english in ("usage:", "options:", "optional arguments:", "show this help"):
+            self.assertNotIn(english, out)
+        lines = out.splitlines()
+        self.assertLessEqual(max(display_width(line) for line in lines), 80, "\n".join(lines))
+        # The usage's second line starts under the first one's program name, counted in columns.
+        self.assertEqual(display_width(lines[1]) - len(lines[1].lstrip()), display_width("使い方: grade.py "))
+        # A check name is never cut at its hyphen.
+        flat = " ".join(line.strip() for line in lines)
+        for name in NAMES:
+            self.assertIn(name, flat)
+        self.assertNotRegex(out, r"-\n")
+
+
+class JapaneseQuizTest(unittest.TestCase):
+    def test_the_quiz_in_japanese_has_no_english_beyond_identifiers(self):
+        answers = "".join(q.answer + "\n" for q in QUESTIONS)
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        environ["LANG"] = "ja_JP.UTF-8"  # the locale alone chooses Japanese
+        proc = subprocess.run([sys.executable, GRADE, "--quiz"], cwd=ROOT, env=environ, timeout=TIME_BOUND,
+                              input=answers.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+        self.assertEqual((proc.returncode, err), (0, ""))
+        self.assertEqual(english_words(out), [])
+        self.assertEqual(out.count("\n正解です。"), len(QUESTIONS))
+        self.assertTrue(out.endswith("\nクイズの結果: %d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
+        self.assertIn("第1問（全%d問）\nこの実行で観測したこと: crash-after-ackで、パブリッシャー1号は" % len(QUESTIONS), out)
+
+    def test_the_scan_finds_english_prose(self):
+        self.assertEqual(english_words("outboxは「未完了」、deliveries ['applied']、the sink answered"),
+                         ["answered", "sink", "the"])
+        self.assertEqual(english_words("パブリッシャー1号は「NoAnswer: POST http://x for 'snack-7': no answer」で失敗"), [])
+        self.assertEqual(english_words("409、本文 {\"ack\": false, \"error\": \"conflict\"}"), [])
+        self.assertEqual(english_words("outboxは pending"), [])  # pending is also the function's name: the table tests catch it
+        self.assertEqual(english_words("deliveriesは applied"), ["applied"])
 
 
 if __name__ == "__main__":

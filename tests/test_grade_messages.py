@@ -87,7 +87,7 @@ class MessageTableTest(unittest.TestCase):
                                    "got Clash, whose bases are Exception, object (Clash: x)")
         rendered = messages.render(common.wrong_class("Conflict", "Clash", ["Clash", "Exception", "object"], "Clash: x"), "ja")
         self.assertEqual(rendered, "衝突するペイロードには Conflict かそのサブクラスを送出してください（採点ツールはクラス名で判定します）。"
-                                   "実際は Clash で、その基底クラスは Exception, object です（Clash: x）")
+                                   "実際は Clash で、その基底クラスは Exception, object です（「Clash: x」）")
 
 
 class RegistryTest(unittest.TestCase):
@@ -103,11 +103,14 @@ class RegistryTest(unittest.TestCase):
         self.assertEqual((status, out.split()), (0, list(NAMES)))
 
     def test_the_readme_table_is_the_registry(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        section = readme.split("### The checks", 1)[1].split("\n\n", 2)[1]
-        rows = re.findall(r"(?m)^\| `([a-z-]+)` \| (.*) \|$", section)
-        self.assertEqual(rows, [(check.name, messages.text("en", check.proves)) for check in CHECKS])
+        # Each README's table of checks, in the registry's order, says what its language's `proves` text says.
+        for name, heading, lang in (("README.md", "### The checks", "en"), ("README.ja.md", "### チェック一覧", "ja")):
+            with self.subTest(readme=name):
+                with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                    readme = f.read()
+                section = readme.split(heading, 1)[1].split("\n\n", 2)[1]
+                rows = re.findall(r"(?m)^\| `([a-z-]+)` \| (.*) \|$", section)
+                self.assertEqual(rows, [(check.name, messages.text(lang, check.proves)) for check in CHECKS])
 
     def test_every_new_rule_has_a_mutant(self):
         aimed = {check for _, check, _, _ in grade_mutants.MUTANTS}

@@ -1,0 +1,216 @@
+"""`grade.py --quiz`: run the kit's own crash-after-ack and dropped-response, then ask what their evidence proves.
+
+Owns the quiz's flow: the reference run (always examples/worker_reference.py,
+never a participant's worker), the observations its questions quote, one
+question at a time, the answers from stdin, the score and the exit status.
+The questions are in quiz_questions.py; every text comes from the message tables.
+"""
+import concurrent.futures
+import json
+import shutil
+import signal
+import string
+import sys
+import time
+
+from . import __version__
+from .cli import (
+    EXIT_FAILED, EXIT_GRADER_ERROR, EXIT_OK, EXIT_USAGE, REFERENCE, Stopped, evidence_table, json_evidence,
+    stop_on_signal, wrap,
+)
+from .common import Fail
+from .messages import MESSAGES, render, text
+from .parent import PROCESSES, Grader
+from .quiz_questions import LETTERS, QUESTIONS
+from .registry import CHECKS
+
+SCENARIOS = ("crash-after-ack", "dropped-response")
+MAX_WIDTH = 100  # columns, however wide the terminal
+
+
+class BadInput(Exception):
+    """The answers on stdin cannot go on (not a choice when piped, or stdin ended): a message, then exit 2."""
+
+
+class ReferenceFailed(Exception):
+    """The kit's own scenario did not pass here, so there is no evidence to ask about: exit 3."""
+
+
+def main(args):
+    """The whole quiz for parsed grade.py arguments (--lang, --json, --timeout, --keep); returns the exit status."""
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, stop_on_signal)
+    lang = args.lang
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    # With --json, stdout holds the JSON alone; a person at a terminal still sees the questions, on stderr.
+    out = sys.stdout if not args.json else sys.stderr if interactive else None
+    try:
+        say(out, text(lang, "quiz.running"))
+        started = time.monotonic()
+        grader = Grader(REFERENCE, args.timeout, args.keep)
+        try:
+            observed = run_reference(grader, lang)
+        finally:
+            grader.close()
+        seconds = time.monotonic() - started
+        fields = observations(grader.evidence, observed)
+        for line in evidence_table(grader.evidence, lang):
+            say(out, line, wrapped=False)  # a table keeps its columns; a narrow terminal folds it as it must
+        say(out, "")
+        say(out, text(lang, "quiz.ran", seconds="%.1f" % seconds, count=len(QUESTIONS)))
+        if args.keep:
+            say(out, text(lang, "report.kept", path=grader.tmp))
+        results = ask(QUESTIONS, fields, lang, out, Answers(sys.stdin, interactive, out))
+    except ReferenceFailed as exc:
+        print(exc.args[0], file=sys.stderr)
+        return EXIT_GRADER_ERROR
+    except BadInput as exc:
+        print(exc.args[0], file=sys.stderr)
+        return EXIT_USAGE
+    except (KeyboardInterrupt, Stopped) as stop:  # Ctrl-C, SIGTERM, SIGHUP: 128 + the signal, as grade.py
+        print(text(lang, "cli.interrupted"), file=sys.stderr)
+        return 128 + getattr(stop, "signum", signal.SIGINT)
+    score = sum(1 for r in results if r["right"])
+    say(out, "")
+    say(out, text(lang, "quiz.score", score=score, count=len(QUESTIONS)))
+    if args.json:
+        report = {"version": __version__, "impl": REFERENCE, "score": score, "count": len(QUESTIONS),
+                  "seconds": round(seconds, 3), "questions": results,
+                  "checks": [{"name": name, "observed": render(message, "en"), "observed_message": message}
+                             for name, message in observed.items()],
+                  "evidence": json_evidence(grader.evidence), "kept": grader.tmp if args.keep else None}
+        print(json.dumps(report, indent=2))
+    return EXIT_OK if score == len(QUESTIONS) else EXIT_FAILED
+
+
+def run_reference(grader, lang):
+    """Run the two scenarios from the registry, side by side, on the kit's own worker: {name: observed message}."""
+    checks = [check for check in CHECKS if check.name in SCENARIOS]
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(checks))
+    try:
+        futures = [(check.name, pool.submit(check.run, grader.for_check(check))) for check in checks]
+        observed = {}
+        for name, future in futures:
+            try:
+                observed[name] = future.result()[1]  # (expected, observed): the observation is what the quiz quotes
+            except Fail as fail:
+                raise ReferenceFailed(text(lang, "quiz.reference-failed", name=name, expected=fail.expected,
+                                           observed=fail.observed))
+        return observed
+    finally:
+        PROCESSES.kill_all()  # nothing should be left; after an interrupt, the children go too
+        pool.shutdown(wait=True)
+
+
+def observations(evidence, observed):
+    """Every value a question may quote, each read from this run: {placeholder: value}.
+
+    `evidence` is the run's evidence tables ({scenario: [phase rows]}, as the
+    grader recorded them: after intake, after publisher #1, after publisher
+    #2); `observed` the scenarios' observed messages, which hold the error
+    publisher #1 of dropped-response saw. Values stay program values (pending,
+    applied, ...): each language words them through {name:term}.
+    """
+    fields = {}
+    for scenario, prefix in (("crash-after-ack", "crash"), ("dropped-response", "drop")):
+        rows = evidence[scenario]
+        for name, row in ((prefix, rows[1]), (prefix + "_final", rows[-1])):
+            phase = row["phase"]["fields"]
+            fields[name + "_exit"] = phase.get("status")
+            fields[name + "_error"] = phase.get("error")
+            fields[name + "_ack"] = ", ".join(json.dumps(a) for a in row["ack"]) or "none"
+            fields[name + "_outbox"] = row["outbox"]
+            fields[name + "_inbox"] = "present" if row["inbox"] else "absent"
+            fields[name + "_deliveries"] = list(row["deliveries"])
+            fields[name + "_inventory"] = row["inventory"]
+    fields["drop_message"] = observed["dropped-response"]["fields"]["error"]
+    return fields
+
+
+def placeholders(question):
+    """The names a question's texts quote, in every language."""
+    names = set()
+    for language in question.texts.values():
+        for template in (language.observed, language.explanation) + tuple(language.choices) + (language.question,):
+            names |= {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    return names
+
+
+def ask(questions, fields, lang, out, answers):
+    """Ask each question in turn; [{id, texts in English, the observation's message, answer, given, right}]."""
+    results = []
+    for n, question in enumerate(questions, 1):
+        prefix = "quiz.%s." % question.id
+        letters = LETTERS[:len(question.texts["en"].choices)]
+        quoted = {name: fields[name] for name in sorted(placeholders(question))}
+        observed = {"id": prefix + "observed", "fields": quoted}
+        say(out, "")
+        say(out, text(lang, "quiz.heading", n=n, count=len(questions)))
+        say(out, text(lang, "quiz.observed", observed=render(observed, lang)))
+        say(out, text(lang, prefix + "question", **quoted))
+        for letter in letters:
+            say(out, "%s) %s" % (letter, text(lang, prefix + "choice." + letter, **quoted)), indent="  ", hang="     ")
+        given = answers.next(n, letters, text(lang, "quiz.prompt", letters="%s-%s" % (letters[0], letters[-1])),
+                             lambda value: text(lang, "quiz.not-a-choice", given=value, letters=choices_text(lang, letters)),
+                             lambda value: text(lang, "quiz.piped-not-a-choice", n=n, given=value,
+                                                letters=choices_text(lang, letters)),
+                             text(lang, "quiz.ended", given=n - 1, count=len(questions)))
+        right = given == question.answer
+        verdict = text(lang, "quiz.right") if right else text(lang, "quiz.wrong", answer=question.answer)
+        say(out, text(lang, "quiz.feedback", verdict=verdict, explanation=text(lang, prefix + "explanation", **quoted)))
+        results.append({
+            "id": question.id, "observed": render(observed, "en"), "observed_message": observed,
+            "question": text("en", prefix + "question", **quoted),
+            "choices": {letter: text("en", prefix + "choice." + letter, **quoted) for letter in letters},
+            "answer": question.answer, "given": given, "right": right,
+            "explanation": text("en", prefix + "explanation", **quoted),
+        })
+    return results
+
+
+def choices_text(lang, letters):
+    """"a, b, c or d" in `lang`."""
+    return text(lang, "quiz.letters-or", letters=MESSAGES[lang]["quiz.separator"].join(letters[:-1]), last=letters[-1])
+
+
+class Answers:
+    """Answers from stdin, one a line. At a terminal a non-choice is asked again; piped, it is BadInput."""
+
+    def __init__(self, stream, interactive, out):
+        self.stream, self.interactive, self.out = stream, interactive, out
+        self.prompt_to = out if out is not None else (sys.stderr if interactive else None)
+
+    def next(self, n, letters, prompt, again, refused, ended):
+        while True:
+            if self.prompt_to is not None:
+                self.prompt_to.write(prompt)
+                self.prompt_to.flush()
+            line = self.stream.readline() if self.stream is not None else ""
+            if not line:
+                if self.prompt_to is not None:
+                    self.prompt_to.write("\n")
+                raise BadInput(ended)
+            given = line.strip().lower()
+            if self.prompt_to is not None and not self.prompt_to.isatty():
+                # No terminal echoes the answer there (a pipe, a log): the transcript shows it after its prompt.
+                self.prompt_to.write(line.strip() + "\n")
+            if len(given) == 1 and given in letters:
+                return given
+            if not self.interactive:
+                raise BadInput(refused(line.strip()))
+            say(self.prompt_to, again(line.strip()))
+
+
+def say(out, line, indent="", hang=None, wrapped=True):
+    """Print `line` on `out` (nothing if None), wrapped to the terminal's width in display columns."""
+    if out is None:
+        return
+    if not line or not wrapped:
+        print(line, file=out)
+        return
+    width = min(shutil.get_terminal_size().columns, MAX_WIDTH) - 1
+    hang = indent if hang is None else hang
+    for i, piece in enumerate(wrap(line, width - max(len(indent), len(hang)))):
+        print((indent if i == 0 else hang) + piece, file=out)
+    out.flush()

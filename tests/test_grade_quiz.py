@@ -1,0 +1,274 @@
+"""`grade.py --quiz`: the kit's own run, then questions that quote it, answered from stdin.
+
+Real grade.py processes answer the whole quiz right (with --json) and wrong
+(as text), refuse bad input, and re-ask at a terminal (a real pty). Each
+quoted observation is shown to come from the run: the values a question
+quotes are the ones the same run's JSON evidence holds, and they change when
+the evidence they are read from changes.
+"""
+import copy
+import json
+import os
+import pty
+import re
+import shutil
+import string
+import subprocess
+import sys
+import unittest
+
+from tests import grade_mutants
+from tests.grade_mutants import GRADE, TIME_BOUND
+from tests.support import ROOT, TempDirTestCase, python_env
+
+sys.path.insert(0, ROOT)
+from grader import messages, quiz  # noqa: E402
+from grader.quiz_questions import QUESTIONS, QUIZ_TEXT  # noqa: E402
+
+RIGHT = "".join(q.answer + "\n" for q in QUESTIONS)
+WRONG = "".join(next(c for c in "abcd" if c != q.answer) + "\n" for q in QUESTIONS)
+
+
+def run_quiz(answers, *args, env=None):
+    """grade.py --quiz with `answers` piped on stdin; (status, stdout, stderr) as text."""
+    environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+    environ.update(env or {})
+    proc = subprocess.run([sys.executable, GRADE, "--quiz"] + list(args), cwd=ROOT, env=environ, timeout=TIME_BOUND,
+                          input=answers.encode("utf-8"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+
+
+def expected_observations(report):
+    """What each placeholder must quote, read by this test from the report's own evidence and checks."""
+    evidence = report["evidence"]
+    want = {}
+    for scenario, prefix in (("crash-after-ack", "crash"), ("dropped-response", "drop")):
+        phases = evidence[scenario]
+        for name, phase in ((prefix, phases[1]), (prefix + "_final", phases[2])):
+            want[name + "_exit"] = phase["phase_message"]["fields"].get("status")
+            want[name + "_error"] = phase["phase_message"]["fields"].get("error")
+            want[name + "_ack"] = "true" if phase["ack"] == [True] else "none" if phase["ack"] == [] else phase["ack"]
+            want[name + "_outbox"] = phase["outbox"]
+            want[name + "_inbox"] = {True: "present", False: "absent"}[phase["inbox"]]
+            want[name + "_deliveries"] = phase["deliveries"]
+            want[name + "_inventory"] = phase["inventory"]
+    checks = {check["name"]: check for check in report["checks"]}
+    want["drop_message"] = checks["dropped-response"]["observed_message"]["fields"]["error"]
+    return want
+
+
+class QuizTableTest(unittest.TestCase):
+    def test_ten_to_twelve_questions_in_both_languages_under_the_same_ids(self):
+        self.assertTrue(10 <= len(QUESTIONS) <= 12, len(QUESTIONS))
+        self.assertEqual(len({q.id for q in QUESTIONS}), len(QUESTIONS))
+        self.assertEqual(sorted(QUIZ_TEXT), sorted(messages.LANGS))
+        self.assertEqual(set(QUIZ_TEXT["en"]), set(QUIZ_TEXT["ja"]))
+        for lang in messages.LANGS:
+            table = messages.MESSAGES[lang]
+            for message_id, template in QUIZ_TEXT[lang].items():
+                self.assertEqual(table[message_id], template)  # in the message tables, whose completeness test covers them
+        for question in QUESTIONS:
+            with self.subTest(question=question.id):
+                counts = {len(text.choices) for text in question.texts.values()}
+                self.assertEqual(len(counts), 1)
+                self.assertIn(counts.pop(), (3, 4))
+                self.assertIn(question.answer, "abcd"[:len(question.texts["en"].choices)])
+        # The right answer is not always the same letter.
+        self.assertEqual(sorted({q.answer for q in QUESTIONS}), ["a", "b", "c", "d"])
+
+    def test_every_question_quotes_the_run(self):
+        known = set(quiz.observations(*sample_run()))
+        for question in QUESTIONS:
+            with self.subTest(question=question.id):
+                names = quiz.placeholders(question)
+                self.assertLessEqual(names, known)
+                for text in question.texts.values():
+                    self.assertTrue(re_placeholder(text.observed), "the observed line of %s quotes nothing" % question.id)
+
+    def test_the_quoted_values_change_with_the_evidence(self):
+        evidence, observed = sample_run()
+        before = rendered(quiz.observations(evidence, observed))
+        changed = copy.deepcopy(evidence)
+        changed["crash-after-ack"][1]["phase"]["fields"]["status"] = 74
+        changed["crash-after-ack"][1]["outbox"] = "sent"
+        changed["crash-after-ack"][2]["inventory"] = 14
+        changed["dropped-response"][1]["deliveries"] = []
+        changed["dropped-response"][1]["inbox"] = False
+        other = copy.deepcopy(observed)
+        other["dropped-response"]["fields"]["error"] = "NoAnswer: POST http://127.0.0.1:1/events: another run"
+        after = rendered(quiz.observations(changed, other))
+        for lang in messages.LANGS:
+            for question in QUESTIONS:
+                names = quiz.placeholders(question)
+                touched = names & {"crash_exit", "crash_outbox", "crash_final_inventory", "drop_deliveries",
+                                   "drop_inbox", "drop_message"}
+                with self.subTest(lang=lang, question=question.id):
+                    self.assertEqual(before[lang][question.id] != after[lang][question.id], bool(touched))
+            self.assertIn("74", after[lang]["ack-is-not-the-mark"])
+            self.assertIn("14", after[lang]["two-deliveries-one-application"])
+            self.assertIn("another run", after[lang]["never-delete-the-doubt"])
+        self.assertIn("the source's outbox says sent", after["en"]["ack-is-not-the-mark"])
+        self.assertIn("受付DBのoutboxは「完了」", after["ja"]["ack-is-not-the-mark"])
+
+    def test_every_section_the_explanations_point_at_exists(self):
+        docs = {}
+        for name in ("README.md", "README.ja.md", "docs/lab.md", "docs/lab.ja.md"):
+            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                docs[name] = set(re.findall(r"(?m)^#{1,6} (.+)$", f.read()))
+        pointers = 0
+        for question in QUESTIONS:
+            for doc, section in re.findall(r'See (README|docs/lab\.md), "([^"]+)"', question.texts["en"].explanation):
+                pointers += 1
+                self.assertIn(section, docs["README.md" if doc == "README" else doc], question.id)
+            for doc, section in re.findall(r"(README\.ja\.md|docs/lab\.ja\.md)の「([^」]+)」", question.texts["ja"].explanation):
+                pointers += 1
+                self.assertTrue(any(section in heading for heading in docs[doc]), (question.id, section))
+        self.assertGreaterEqual(pointers, 2 * len(QUESTIONS) - 4)
+
+
+def re_placeholder(template):
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def sample_run():
+    """Evidence and observed messages shaped as the grader records them (values as a run of the kit gives them)."""
+    def phase(message_id, **fields):
+        return {"id": message_id, "fields": fields}
+
+    def row(name, outbox, inbox, deliveries, ack, inventory):
+        return {"phase": name, "order": True, "outbox": outbox, "inbox": inbox, "deliveries": deliveries, "ack": ack,
+                "inventory": inventory}
+
+    evidence = {
+        "crash-after-ack": [row(phase("phase.intake"), "pending", False, [], None, 0),
+                            row(phase("phase.publisher-exit", n=1, status=73), "pending", True, ["applied"], [True], 7),
+                            row(phase("phase.publisher-exit", n=2, status=0), "sent", True, ["applied", "duplicate"], [True], 7)],
+        "dropped-response": [row(phase("phase.intake"), "pending", False, [], None, 0),
+                             row(phase("phase.publisher-error", n=1, error="NoAnswer"), "pending", True, ["applied"], [], 7),
+                             row(phase("phase.publisher-exit", n=2, status=0), "sent", True, ["applied", "duplicate"], [True], 7)],
+    }
+    observed = {"crash-after-ack": phase("deliveries-inventory-outbox", deliveries=["applied", "duplicate"], inventory=7,
+                                         outbox="sent"),
+                "dropped-response": phase("dropped.observed", error="NoAnswer: POST http://127.0.0.1:9/events: no answer",
+                                          deliveries=["applied", "duplicate"], inventory=7, outbox="sent")}
+    return evidence, observed
+
+
+def rendered(fields):
+    """{lang: {question id: its observed line, question, choices and explanation, rendered with `fields`}}."""
+    out = {}
+    for lang in messages.LANGS:
+        out[lang] = {}
+        for question in QUESTIONS:
+            prefix = "quiz.%s." % question.id
+            ids = [message_id for message_id in QUIZ_TEXT[lang] if message_id.startswith(prefix)]
+            out[lang][question.id] = "\n".join(messages.text(lang, message_id, **fields) for message_id in sorted(ids))
+    return out
+
+
+class QuizRunTest(TempDirTestCase):
+    def test_every_answer_right_with_json_quotes_this_runs_evidence(self):
+        status, out, err = run_quiz(RIGHT, "--json", "--lang", "ja")
+        self.assertEqual(status, 0, err)
+        report = json.loads(out)  # stdout is the JSON alone: no question, prompt or table around it
+        self.assertEqual((report["score"], report["count"]), (len(QUESTIONS), len(QUESTIONS)))
+        self.assertTrue(report["impl"].endswith(os.path.join("examples", "worker_reference.py")))
+        self.assertEqual([q["id"] for q in report["questions"]], [q.id for q in QUESTIONS])
+        self.assertEqual(sorted(report["evidence"]), ["crash-after-ack", "dropped-response"])
+        want = expected_observations(report)
+        self.assertIn("127.0.0.1:", want["drop_message"])  # a port this run's sink happened to get
+        for result, question in zip(report["questions"], QUESTIONS):
+            with self.subTest(question=question.id):
+                self.assertEqual((result["given"], result["answer"], result["right"]), (question.answer,) * 2 + (True,))
+                fields = result["observed_message"]["fields"]
+                self.assertEqual(result["observed_message"]["id"], "quiz.%s.observed" % question.id)
+                self.assertTrue(fields)
+                for name, value in fields.items():
+                    self.assertEqual(value, want[name], name)
+                # Language-neutral: the English text, rendered from those same fields.
+                self.assertEqual(result["observed"], messages.render(result["observed_message"], "en"))
+                for value in fields.values():
+                    if isinstance(value, (int, str)) and not isinstance(value, bool):
+                        self.assertIn(str(value), result["observed"] + result["explanation"])
+                self.assertEqual(sorted(result["choices"]), list("abcd"[:len(question.texts["en"].choices)]))
+        self.assertNotRegex(out, "[\u3040-\u30ff\u4e00-\u9fff]")  # --lang ja, yet the JSON is language-neutral
+        self.assertEqual(err, "")
+
+    def test_every_answer_wrong_as_text(self):
+        status, out, err = run_quiz(WRONG, env={"COLUMNS": "400"})
+        self.assertEqual(status, 1, err)
+        self.assertEqual(err, "")
+        self.assertIn("Evidence for snack-7, crash-after-ack", out)
+        self.assertIn("Evidence for snack-7, dropped-response", out)
+        verdicts = re.findall(r"(?m)^Wrong: the answer is ([a-d])\. ", out)
+        self.assertEqual(verdicts, [q.answer for q in QUESTIONS])
+        self.assertNotIn("Right.", out)
+        self.assertEqual(len(re.findall(r"(?m)^Question \d+ of %d$" % len(QUESTIONS), out)), len(QUESTIONS))
+        self.assertEqual(re.findall(r"(?m)^answer \(a-[cd]\): ([a-d])$", out), WRONG.split())
+        self.assertTrue(out.endswith("\nquiz score: 0 of %d\n" % len(QUESTIONS)), out[-200:])
+        # The table and the questions of this run say the same thing about publisher #1.
+        table = out.split("Evidence for snack-7, crash-after-ack", 1)[1].split("\n\n", 1)[0]
+        status_in_table = re.search(r"after publisher #1 \(exit (\d+)\)", table).group(1)
+        self.assertIn("publisher #1 exited %s right after it saw the ACK" % status_in_table, out)
+
+    def test_an_answer_that_is_not_a_choice_is_a_clear_error_when_piped(self):
+        status, out, err = run_quiz("b\nx\n")
+        self.assertEqual(status, 2, out)
+        self.assertEqual(err, "grade.py: --quiz: answer 2 is 'x', not one of a, b, c or d (one answer a line)\n")
+        self.assertNotIn("quiz score", out)
+
+    def test_stdin_ending_early_is_a_clear_error(self):
+        status, out, err = run_quiz("b\nc\na\n", "--lang", "ja")
+        self.assertEqual(status, 2, out)
+        self.assertEqual(err, "grade.py: --quiz: 答えが3個で標準入力が終わりました。クイズは%d問あります"
+                              "（答えは1行に1つ: a、b、……）\n" % len(QUESTIONS))
+
+    def test_the_quiz_never_grades_another_worker(self):
+        stub = os.path.join(ROOT, "examples", "worker_stub.py")
+        for args, option in ((["--impl", stub], "--impl"), (["-k", "mark-sent"], "-k"), (["--list"], "--list")):
+            with self.subTest(option=option):
+                status, out, err = run_quiz("", *args)
+                self.assertEqual((status, out), (2, ""))
+                self.assertEqual(err, "grade.py: error: --quiz runs the kit's own reference scenarios and cannot be "
+                                      "combined with %s\n" % option)
+
+    def test_a_kit_whose_own_scenario_fails_has_nothing_to_quiz_about(self):
+        # A copy of the whole kit, grader included, whose dispatch marks sent before sending.
+        mistake, check, path, edits = grade_mutants.MUTANTS[0]
+        self.assertEqual(check, "crash-after-ack")
+        grade_mutants.make_mutant(self.tmp, mistake, edits, path)
+        shutil.copytree(os.path.join(ROOT, "grader"), self.path("grader"), ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(GRADE, self.path("grade.py"))
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        environ.pop("PYTHONPATH")
+        proc = subprocess.run([sys.executable, self.path("grade.py"), "--quiz"], cwd=self.tmp, env=environ,
+                              timeout=TIME_BOUND, input=RIGHT.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err = proc.stderr.decode("utf-8")
+        self.assertEqual(proc.returncode, 3, err)
+        self.assertRegex(err, r"\Agrade\.py: --quiz: the kit's own crash-after-ack did not pass on this machine, so "
+                              r"there is no evidence to ask about: expected [^\n]+; observed [^\n]+\n\Z")
+        self.assertNotIn("Question 1", proc.stdout.decode("utf-8"))
+
+    def test_a_non_choice_is_asked_again_at_a_terminal(self):
+        controller, terminal = pty.openpty()
+        self.addCleanup(os.close, controller)
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        proc = subprocess.Popen([sys.executable, GRADE, "--quiz"], cwd=ROOT, env=environ, stdin=terminal,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(terminal)
+        try:
+            os.write(controller, ("x\n" + RIGHT).encode())
+            out, err = proc.communicate(timeout=TIME_BOUND)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        out = out.decode("utf-8")
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("\n'x' is not a choice; answer a, b, c or d\n", out)
+        self.assertEqual(out.count("Right."), len(QUESTIONS))
+        self.assertTrue(out.endswith("\nquiz score: %d of %d\n" % (len(QUESTIONS), len(QUESTIONS))), out[-200:])
+
+
+if __name__ == "__main__":
+    unittest.main()
