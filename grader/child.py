@@ -751,12 +751,23 @@ def sink_state(db):
     return inventory, inbox, deliveries
 
 
+def inventory_rows(db):
+    """How many inventory rows the sink DB holds for each sku."""
+    watcher = read_only(db)
+    try:
+        return dict(watcher.execute("SELECT sku, count(*) FROM inventory GROUP BY sku"))
+    finally:
+        watcher.close()
+
+
 @in_process
 def check_receive_inbox(impl, db):
     con = connect(impl, "init_sink", db)
     for event in APPLES:
         result = impl.receive(con, dict(event))
         expect(result == "applied", msg("inbox.applied", event=repr(event)), msg("call.gave", value=describe_value(result)))
+    rows = inventory_rows(db)
+    expect(rows == {"apple": 1, "pear": 1}, msg("inbox.one-row"), msg("inbox.rows-per-sku", rows=repr(rows)))
     inventory, inbox, _ = sink_state(db)
     expect(inventory == {"apple": 8, "pear": 2}, msg("inbox.adds"), msg("inbox.inventory", inventory=repr(inventory)))
     expect(inbox == ["apple-1", "apple-2", "pear-1"], msg("inbox.rows"), msg("inbox.ids", ids=repr(inbox)))

@@ -31,7 +31,7 @@ EN = {
     "proves.exact-ack": "`1`, `\"ok\"`, `None` and `{{\"ack\": True}}` returned by `send` are not ACKs.",
     "proves.conflict": "The same id with another payload gets 409; inventory and the outbox row are untouched.",
     "proves.conflict-committed": "`receive` of the same id with another qty raises `Conflict`, and while that exception propagates a separate read-only connection already sees the `conflict` row in `deliveries` (committed before raising); inventory unchanged.",
-    "proves.receive-inbox": "`receive` applies apple-1 (qty 3), apple-2 (qty 5) and pear-1 (qty 2): `\"applied\"` each, inventory apple 8 and pear 2, one inbox row each; apple-1 again with its keys in another order is `\"duplicate\"`; apple-1 with another sku alone raises `Conflict`; an invalid event raises `ValueError` and writes nothing; the inventory stays apple 8, pear 2.",
+    "proves.receive-inbox": "`receive` applies apple-1 (qty 3), apple-2 (qty 5) and pear-1 (qty 2): `\"applied\"` each, inventory apple 8 and pear 2 (one row per sku), one inbox row per id; apple-1 again with its keys in another order is `\"duplicate\"`; apple-1 with another sku alone raises `Conflict`; an invalid event raises `ValueError` and writes nothing; the inventory stays apple 8, pear 2.",
     "proves.validate-event": "Valid events (names of 1 and 64 characters, qty 1 and 1,000,000) come back as equal, new dicts, the argument unchanged; a bool, float or str `qty`, 0, 1,000,001, names of 0 or 65 characters, a trailing newline, non-ASCII letters and digits, a bad first character, an extra or a missing key are each a `ValueError` whose message names the field.",
     "proves.intake-idempotent": "An invalid event raises `ValueError` and writes nothing; `intake` returns the seq of the outbox row it wrote; `outbox.payload` holds the JSON of the event; the same event again, its keys in another order, returns the same seq and writes nothing; the same id with another qty, or another sku alone, raises `Conflict` and writes nothing.",
     "proves.mark-sent": "`mark_sent` returns True, then False for the same id; once it returns, another connection sees that row sent and no other; an unknown id raises `KeyError` and changes nothing.",
@@ -389,6 +389,8 @@ EN = {
     # receive-inbox
     "inbox.applied": "receive({event}) returns \"applied\"",
     "inbox.adds": "apple-1 (qty 3) and apple-2 (qty 5) add up: inventory apple 8, pear 2 (receive adds each applied qty to its sku's inventory)",
+    "inbox.one-row": "inventory holds one row per sku: apple and pear, one row each",
+    "inbox.rows-per-sku": "rows per sku: {rows}",
     "inbox.inventory": "inventory {inventory}",
     "inbox.rows": "one inbox row per applied id: apple-1, apple-2, pear-1",
     "inbox.ids": "inbox holds {ids}",

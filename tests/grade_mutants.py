@@ -182,6 +182,12 @@ MUTANTS = (
     mutant("inventory overwritten, not added", "receive-inbox", "sink/inbox.py",
            [("\"UPDATE inventory SET qty = qty + ? WHERE sku = ?\"", "\"UPDATE inventory SET qty = ? WHERE sku = ?\"")],
            "inbox.adds"),
+    mutant("one inventory row per event, not per sku", "receive-inbox", "sink/inbox.py",
+           [("        sku TEXT PRIMARY KEY,\n", "        sku TEXT NOT NULL,\n"),
+            ("            cur = con.execute(\"UPDATE inventory SET qty = qty + ? WHERE sku = ?\", (event[\"qty\"], event[\"sku\"]))\n"
+             "            if cur.rowcount == 0:\n",
+             "            if True:\n")],
+           "inbox.one-row"),
     mutant("the sink compares qty only", "receive-inbox", "sink/inbox.py",
            [("import time\n", "import json\nimport time\n"),
             ("        elif row[0] == event_digest:\n", "        elif json.loads(row[1])[\"qty\"] == event[\"qty\"]:\n")],

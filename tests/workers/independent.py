@@ -11,7 +11,7 @@ import os
 import socket
 import sqlite3
 import time
-import urllib.parse
+import urllib.parse  # quote, for the read-only URI
 
 
 class WrongDatabase(Exception):
@@ -199,22 +199,30 @@ def dispatch(con, send, limit=16, *, after_delivery=None):
 
 
 def _loopback(url):
-    """(host, port) of http://<loopback>[:port]/events, else ValueError. No I/O."""
-    if not isinstance(url, str):
-        raise ValueError("url must be a str")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "http" or parts.path != "/events" or parts.query or parts.fragment or "?" in url or "#" in url:
-        raise ValueError("url must be http://<loopback>[:port]/events, got %r" % url)
-    if "@" in parts.netloc:
-        raise ValueError("url must not carry user info: %r" % url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port or 80
-    except ValueError:
-        raise ValueError("bad port in %r" % url)
+    """(host, port) of http://HOST[:PORT]/events with a loopback HOST, else ValueError. No I/O."""
+    if not isinstance(url, str) or not url.startswith("http://"):
+        raise ValueError("url must start with http://, got %r" % (url,))
+    authority, slash, path = url[len("http://"):].partition("/")
+    if slash + path != "/events":
+        raise ValueError("url must be http://<loopback>[:port]/events (no other path, query or fragment): %r" % url)
+    if authority.startswith("["):
+        host, _, rest = authority[1:].partition("]")
+        if host != "::1" or (rest and not rest.startswith(":")):
+            raise ValueError("only [::1] in brackets: %r" % url)
+        port_text = rest[1:] if rest else None
+    else:
+        host, colon, port_text = authority.partition(":")
+        port_text = port_text if colon else None
+    if port_text is None:
+        port = 80
+    elif port_text.isdigit() and port_text.isascii() and port_text[0] != "0" and int(port_text) <= 65535:
+        port = int(port_text)
+    else:
+        raise ValueError("port must be 1-65535 without leading zeros, got %r" % port_text)
     octets = host.split(".")
-    ipv4 = len(octets) == 4 and all(o.isdigit() and o.isascii() and int(o) <= 255 for o in octets)
-    if not (host == "localhost" or host == "::1" or (ipv4 and octets[0] == "127")):
+    quad = len(octets) == 4 and all(o.isascii() and o.isdigit() and (o == "0" or o[0] != "0") and int(o) <= 255
+                                   for o in octets)
+    if not (host.lower() == "localhost" or host == "::1" or (quad and octets[0] == "127")):
         raise ValueError("host %r is not loopback" % host)
     return host, port
 
