@@ -27,6 +27,8 @@ INDEPENDENT = os.path.join(ROOT, "tests", "workers", "independent.py")
 # The one sentence on the callbacks' copies, in the same words wherever a worker reads about dispatch.
 COPIES = ("`send` and `after_delivery` each get a copy of their own of the selected event (a new dict with "
           "`id`, `sku`, `qty`); `dispatch` marks with the id of its own selection, so rewriting a copy changes nothing")
+COPIES_JA = ("`send` と `after_delivery` は、選ばれたイベントのコピー（`id`・`sku`・`qty` を持つ新しいdict）をそれぞれ"
+             "自分専用に受け取ります。`dispatch` は自分が選んだIDで完了印を付けるので、コピーを書き換えても何も変わりません")
 
 
 def read(*parts):
@@ -104,9 +106,11 @@ class RulesTableTest(unittest.TestCase):
         self.assertEqual(table(read("docs", "rules.ja.md")), self.rules)
 
     def test_the_callbacks_copies_in_the_same_words_in_readme_lab_and_stub(self):
-        for where in (("README.md",), ("docs", "lab.md"), ("examples", "worker_stub.py")):
-            text = re.sub(r"<!--.*?-->", "", read(*where))
-            self.assertTrue(COPIES in words(text), "%s does not say: %s" % (os.path.join(*where), COPIES))
+        for sentence, places in ((COPIES, (("README.md",), ("docs", "lab.md"), ("examples", "worker_stub.py"))),
+                                 (COPIES_JA, (("README.ja.md",), ("docs", "lab.ja.md")))):
+            for where in places:
+                text = re.sub(r"<!--.*?-->", "", read(*where))
+                self.assertTrue(sentence in words(text), "%s does not say: %s" % (os.path.join(*where), sentence))
 
 
 class IndependentWorkerTest(unittest.TestCase):
