@@ -284,12 +284,17 @@ def keys_of(value):
     return repr(sorted(value, key=repr))
 
 
-def sent_flags(db):
+def query(db, sql, params=()):
+    """Every row `sql` gives on a read-only connection of the grader's own to `db`."""
     con = read_only(db)
     try:
-        return dict(con.execute("SELECT event_id, sent FROM outbox ORDER BY seq"))
+        return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+def sent_flags(db):
+    return dict(query(db, "SELECT event_id, sent FROM outbox ORDER BY seq"))
 
 
 def ids(events):
@@ -356,12 +361,8 @@ def delete_top_row(db):
 
 def seq_of(db, event_id):
     """The seq of `event_id`'s outbox row, read by the grader, or None."""
-    watcher = read_only(db)
-    try:
-        row = watcher.execute("SELECT seq FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
-    finally:
-        watcher.close()
-    return row[0] if row else None
+    rows = query(db, "SELECT seq FROM outbox WHERE event_id = ?", (event_id,))
+    return rows[0][0] if rows else None
 
 
 @in_process
@@ -741,23 +742,9 @@ APPLES = ({"id": "apple-1", "sku": "apple", "qty": 3}, {"id": "apple-2", "sku": 
 
 def sink_state(db):
     """What the grader reads in a sink DB: (inventory {sku: qty}, inbox ids, deliveries [(id, outcome)])."""
-    watcher = read_only(db)
-    try:
-        inventory = dict(watcher.execute("SELECT sku, qty FROM inventory"))
-        inbox = sorted(row[0] for row in watcher.execute("SELECT event_id FROM inbox"))
-        deliveries = [tuple(row) for row in watcher.execute("SELECT event_id, outcome FROM deliveries ORDER BY rowid")]
-    finally:
-        watcher.close()
-    return inventory, inbox, deliveries
-
-
-def inventory_rows(db):
-    """How many inventory rows the sink DB holds for each sku."""
-    watcher = read_only(db)
-    try:
-        return dict(watcher.execute("SELECT sku, count(*) FROM inventory GROUP BY sku"))
-    finally:
-        watcher.close()
+    return (dict(query(db, "SELECT sku, qty FROM inventory")),
+            sorted(row[0] for row in query(db, "SELECT event_id FROM inbox")),
+            query(db, "SELECT event_id, outcome FROM deliveries ORDER BY rowid"))
 
 
 @in_process
@@ -766,7 +753,7 @@ def check_receive_inbox(impl, db):
     for event in APPLES:
         result = impl.receive(con, dict(event))
         expect(result == "applied", msg("inbox.applied", event=repr(event)), msg("call.gave", value=describe_value(result)))
-    rows = inventory_rows(db)
+    rows = dict(query(db, "SELECT sku, count(*) FROM inventory GROUP BY sku"))
     expect(rows == {"apple": 1, "pear": 1}, msg("inbox.one-row"), msg("inbox.rows-per-sku", rows=repr(rows)))
     inventory, inbox, _ = sink_state(db)
     expect(inventory == {"apple": 8, "pear": 2}, msg("inbox.adds"), msg("inbox.inventory", inventory=repr(inventory)))
