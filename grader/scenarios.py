@@ -246,7 +246,7 @@ def receive_crash(g, work, fault, whole):
         run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url)
         verdict = run.first("verdict")
         if verdict and not verdict["ok"]:
-            # The publisher named an earlier worker function that broke a rule (it sent nothing): that is the cause.
+            # The publisher named a worker function that broke a rule: that is the cause, not the sink's exit status.
             raise Fail(verdict["expected"], verdict["observed"])
         status = sink.wait_exit(g.timeout)
     expect(status == SINK_CRASH, msg("receive.sink-exits", fault=fault, status=SINK_CRASH), msg("status.is", status=status))
