@@ -233,11 +233,11 @@ def role_send(impl, args):
         except Fail:
             raise
         except Exception as exc:
-            say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=None,
+            say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=None, shown=None,
                 type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc))
             continue
-        say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=json_value(result), type=None, mro=[],
-            message=None)
+        say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=json_value(result),
+            shown=describe_value(result), type=None, mro=[], message=None)
 
 
 def role_sink(impl, args):

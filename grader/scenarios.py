@@ -146,10 +146,10 @@ def judge_acks(run, acks):
         case = msg("case." + name)
         if verified:
             expect(line["type"] is None, msg("untrusted.true", case=case), msg("untrusted.raised", error=line["message"]))
-            expect(line["result"] is True, msg("untrusted.true", case=case), msg("call.gave", value=repr(line["result"])))
+            expect(line["result"] is True, msg("untrusted.true", case=case), msg("call.gave", value=line["shown"]))
         else:
             expected = msg("untrusted.raises", case=case)
-            expect(line["type"] is not None, expected, msg("call.gave", value=repr(line["result"])))
+            expect(line["type"] is not None, expected, msg("call.gave", value=line["shown"]))
             expect("DeliveryError" in line["mro"], expected, wrong_class("DeliveryError", line["type"], line["mro"], line["message"]))
 
 
