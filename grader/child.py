@@ -495,10 +495,12 @@ def check_batch_limit(impl, db):
 
 
 def mark_elsewhere(db, event_id):
-    """With the grader's own connection, set sent = 1 on `event_id`'s outbox row."""
-    con = sqlite3.connect(db, isolation_level=None, timeout=5)
+    """With the grader's own connection, set sent = 1 on `event_id`'s outbox row (called while send runs)."""
+    con = sqlite3.connect(db, isolation_level=None, timeout=1)
     try:
         con.execute("UPDATE outbox SET sent = 1 WHERE event_id = ?", (event_id,))
+    except sqlite3.OperationalError as exc:  # dispatch holds a write lock while send runs: that rule, by name
+        raise Fail(msg("lock.begin"), msg("lock.could-not", error=str(exc)))
     finally:
         con.close()
 
