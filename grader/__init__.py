@@ -7,4 +7,4 @@ line printed for a person; cli.py is the command line. Nothing here is
 imported by outbox/ or sink/.
 """
 
-__version__ = "2.0.0"
+__version__ = "3.0.0"

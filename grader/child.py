@@ -5,6 +5,7 @@ in-process check reports through protocol lines on stdout (MARK + JSON) and
 its exit status; it never imports the parent side (parent.py, scenarios.py).
 """
 import argparse
+import copy
 import hashlib
 import importlib.util
 import json
@@ -36,8 +37,12 @@ def say(kind, **fields):
 
 
 def say_error(exc, stage=None):
-    """Report an exception; `stage` "dispatch" when dispatch raised it (so the delivery rules apply to it)."""
-    say("error", type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc), stage=stage)
+    """Report an exception; `stage` "dispatch" when dispatch raised it (so the delivery rules apply to it).
+
+    `function` names the contract function it came out of, if it came out of one.
+    """
+    say("error", type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc), stage=stage,
+        function=getattr(exc, "grader_function", None))
 
 
 def json_value(value):
@@ -47,8 +52,76 @@ def json_value(value):
     return repr(value)
 
 
+# The worker contract: the stub's nine signatures, as the grader calls them (the kit's own
+# extra keywords, durability= and require_digest=, are not part of it).
+CONTRACT = {
+    "validate_event": "validate_event(event)",
+    "init_store": "init_store(path)",
+    "intake": "intake(con, event)",
+    "pending": "pending(con, limit=16)",
+    "mark_sent": "mark_sent(con, event_id)",
+    "dispatch": "dispatch(con, send, limit=16, *, after_delivery=None)",
+    "send_http": "send_http(url, event, *, timeout=5.0)",
+    "init_sink": "init_sink(path)",
+    "receive": "receive(con, event)",
+}
+
+
+class Worker:
+    """The worker module as the checks see it: each contract function wrapped by `contract_call`."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        value = getattr(self._module, name)
+        return contract_call(name, value) if name in CONTRACT and callable(value) else value
+
+
+def contract_call(name, function):
+    """`function` that names itself in what it raises.
+
+    An exception leaving it carries `grader_function` (the innermost contract
+    function it left, so send_http inside dispatch names send_http), which the
+    error line reports. A TypeError raised by the call itself, before any line
+    of the worker ran, means its parameters are not the stub's: that is a Fail
+    naming the signature.
+    """
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TypeError as exc:
+            if exc.__traceback__.tb_next is None:  # raised by the call, not inside the function
+                raise Fail(msg("impl.signature", signature=CONTRACT[name]),
+                           msg("impl.signature-error", function=name, error=describe(exc))) from None
+            name_it(exc, name)
+            raise
+        except BaseException as exc:
+            name_it(exc, name)
+            raise
+    return call
+
+
+def name_it(exc, name):
+    if getattr(exc, "grader_function", None) is None:
+        try:
+            exc.grader_function = name
+        except AttributeError:  # an exception type without a __dict__: left unnamed
+            pass
+
+
+def blame(expected, observed):
+    """An earlier worker function broke a rule this step depends on: say so as this child's verdict, and end now.
+
+    Ending at once keeps a worker that catches exceptions from hiding the
+    cause behind a later symptom.
+    """
+    say("verdict", ok=False, expected=expected, observed=observed)
+    os._exit(1)
+
+
 def load_impl(path, needed):
-    """Import the worker module from `path`; Fail naming any missing function."""
+    """Import the worker module from `path`; Fail naming any missing function. Returns it as a Worker."""
     spec = importlib.util.spec_from_file_location("worker_under_test", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -57,7 +130,7 @@ def load_impl(path, needed):
         raise Fail(msg("impl.imports", path=path), msg("impl.import-failed", error=describe(exc)))
     missing = [name for name in needed if not callable(getattr(module, name, None))]
     expect(not missing, msg("impl.defines", names=", ".join(needed)), msg("impl.missing", names=", ".join(missing)))
-    return module
+    return Worker(module)
 
 
 def connect(impl, opener, path):
@@ -129,9 +202,12 @@ def role_publish(impl, args):
         impl.intake(con, event)
 
     def send(event):
-        event_id = event.get("id") if isinstance(event, dict) else None
+        if not isinstance(event, dict) or set(event) != EVENT_KEYS:
+            blame(msg("publish.event"), msg("publish.event-keys", keys=keys_of(event)))
         result = impl.send_http(args.url, event)
-        say("ack", id=event_id, result=json_value(result))  # flushed before any hook can crash
+        say("ack", id=event["id"], result=json_value(result))  # flushed before any hook can crash
+        if result is not True:
+            blame(msg("rule.send-http-true"), msg("publish.send-http-returned", value=describe_value(result)))
         return result
 
     def crash(event):
@@ -146,15 +222,22 @@ def role_publish(impl, args):
 
 
 def role_send(impl, args):
-    """One send_http call with --send-timeout; report how long it took and how it ended."""
-    started = time.monotonic()
-    try:
-        result = impl.send_http(args.url, dict(SNACK), timeout=args.send_timeout)
-    except Exception as exc:
-        say("sent", seconds=round(time.monotonic() - started, 3), result=None,
-            type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc))
-        return
-    say("sent", seconds=round(time.monotonic() - started, 3), result=json_value(result), type=None, mro=[], message=None)
+    """send_http(url, snack-7, timeout=--send-timeout) to --url, or to each URL of --urls (a JSON list), in turn.
+
+    Reports how each call ended and how long it took, one "sent" line per URL.
+    """
+    for url in json.loads(args.urls) if args.urls else [args.url]:
+        started = time.monotonic()
+        try:
+            result = impl.send_http(url, dict(SNACK), timeout=args.send_timeout)
+        except Fail:
+            raise
+        except Exception as exc:
+            say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=None, shown=None,
+                type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc))
+            continue
+        say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=json_value(result),
+            shown=describe_value(result), type=None, mro=[], message=None)
 
 
 def role_sink(impl, args):
@@ -191,12 +274,27 @@ ROLES = {"intake": role_intake, "publish": role_publish, "send": role_send, "sin
 # --------------------------------------------------------------------------
 
 
-def sent_flags(db):
+EVENT_KEYS = frozenset(("id", "sku", "qty"))
+
+
+def keys_of(value):
+    """A dict's keys, sorted, as a list's repr ("['id', 'qty', 'seq', 'sku']"); anything else as its value and type."""
+    if not isinstance(value, dict):
+        return describe_value(value)
+    return repr(sorted(value, key=repr))
+
+
+def query(db, sql, params=()):
+    """Every row `sql` gives on a read-only connection of the grader's own to `db`."""
     con = read_only(db)
     try:
-        return dict(con.execute("SELECT event_id, sent FROM outbox ORDER BY seq"))
+        return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+def sent_flags(db):
+    return dict(query(db, "SELECT event_id, sent FROM outbox ORDER BY seq"))
 
 
 def ids(events):
@@ -222,8 +320,15 @@ def check_seq_order(impl, db):
     try:
         before = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
         first = impl.pending(con, 16)
+        expect(not con.in_transaction, msg("seq.closed"), msg("seq.open"))
+        state = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
+        expect(state == before, msg("seq.read-only"), msg("seq.changed"))
+        expect(isinstance(first, list), msg("seq.list"), msg("seq.gave", got=describe_value(first)))
+        for event in first:
+            expect(isinstance(event, dict), msg("seq.dicts"), msg("seq.not-dict", value=describe_value(event)))
+            expect(set(event) == EVENT_KEYS, msg("seq.dicts"), msg("seq.keys", keys=keys_of(event)))
         expect(ids(first) == ["z", "a", "m"], msg("seq.order"), msg("seq.gave", got=repr(ids(first))))
-        expect(first[0] == {"id": "z", "sku": "seq", "qty": 1}, msg("seq.dicts"), msg("seq.gave", got=repr(first[0])))
+        expect(first[0] == {"id": "z", "sku": "seq", "qty": 1}, msg("seq.values"), msg("seq.gave", got=repr(first[0])))
         second = impl.pending(con, 1)
         expect(ids(second) == ["z"], msg("seq.limit-one"), msg("seq.gave", got=repr(ids(second))))
         after = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
@@ -232,7 +337,32 @@ def check_seq_order(impl, db):
         watcher.close()
     for bad in (0, 17, True, "16"):
         expect_raises(lambda: impl.pending(con, bad), "ValueError", msg("seq.bad-limit", limit=repr(bad)))
+    # A seq is never reused: with the row of the highest seq gone (as a purge would delete a sent
+    # row), the next intake still gets a higher seq than any the file ever gave.
+    top = delete_top_row(db)
+    impl.intake(con, {"id": "n", "sku": "seq", "qty": 1})
+    seq = seq_of(db, "n")
+    expect(isinstance(seq, int) and seq > top, msg("seq.never-reused", top=top), msg("seq.reused", seq=repr(seq)))
     return msg("seq-order.passed"), msg("as-expected")
+
+
+def delete_top_row(db):
+    """With the grader's own connection, delete the outbox row with the highest seq; return that seq."""
+    con = sqlite3.connect(db, isolation_level=None, timeout=5)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        top = con.execute("SELECT max(seq) FROM outbox").fetchone()[0]
+        con.execute("DELETE FROM outbox WHERE seq = ?", (top,))
+        con.execute("COMMIT")
+    finally:
+        con.close()
+    return top
+
+
+def seq_of(db, event_id):
+    """The seq of `event_id`'s outbox row, read by the grader, or None."""
+    rows = query(db, "SELECT seq FROM outbox WHERE event_id = ?", (event_id,))
+    return rows[0][0] if rows else None
 
 
 @in_process
@@ -307,17 +437,72 @@ def check_no_lock_during_send(impl, db):
 @in_process
 def check_callback_mutation(impl, db):
     con = connect(impl, "init_store", db)
-    for event_id in ("B", "C"):
+    for event_id in ("B", "C", "D"):
         impl.intake(con, {"id": event_id, "sku": "mut", "qty": 1})
+    sent = []
 
     def send(event):
+        sent.append(event["id"])
         event["id"] = "C"  # rewrite the argument to the next pending id
         return True
 
     impl.dispatch(con, send, 1)
+    # Sending more than one event would mark C through the batch, whatever the rewrite did: say so first.
+    expect(sent == ["B"], msg("mutation.one"), msg("mutation.sent", ids=repr(sent)))
     flags = sent_flags(db)
-    expect(flags == {"B": 1, "C": 0}, msg("mutation.flags"), msg("sent-flags", flags=repr(flags)))
+    expect(flags == {"B": 1, "C": 0, "D": 0}, msg("mutation.flags"), msg("sent-flags", flags=repr(flags)))
+    seen = []
+
+    def send_rewriting(event):
+        event["id"], event["qty"] = "D", 999  # after_delivery must not see this: its copy is its own
+        return True
+
+    def after_delivery(event):
+        seen.append(dict(event))
+        event["id"] = "D"  # rewrite the argument to the next pending id
+
+    impl.dispatch(con, send_rewriting, 1, after_delivery=after_delivery)
+    expect(seen == [{"id": "C", "sku": "mut", "qty": 1}], msg("mutation.after-copy"), msg("mutation.after-got", got=repr(seen)))
+    flags = sent_flags(db)
+    expect(flags == {"B": 1, "C": 1, "D": 0}, msg("mutation.after-flags"), msg("sent-flags", flags=repr(flags)))
     return msg("callback-mutation.passed"), msg("as-expected")
+
+
+@in_process
+def check_batch_limit(impl, db):
+    con = connect(impl, "init_store", db)
+    for event_id in ("z", "a", "m", "k"):  # seq order is not id order
+        impl.intake(con, {"id": event_id, "sku": "batch", "qty": 1})
+    sent = []
+    marked = impl.dispatch(con, lambda event: sent.append(event["id"]) or True, 2)
+    expect(len(sent) <= 2, msg("batch.limit"), msg("batch.sent", ids=repr(sent)))
+    expect(sent == ["z", "a"], msg("batch.order"), msg("batch.sent", ids=repr(sent)))
+    flags = sent_flags(db)
+    expect(flags == {"z": 1, "a": 1, "m": 0, "k": 0}, msg("batch.flags"), msg("sent-flags", flags=repr(flags)))
+    expect(marked == 2, msg("batch.returns"), msg("call.gave", value=describe_value(marked)))
+    del sent[:]
+
+    def send(event):
+        sent.append(event["id"])
+        if event["id"] == "m":
+            mark_elsewhere(db, "k")  # k is marked by another connection before dispatch gets to it
+        return True
+
+    marked = impl.dispatch(con, send, 2)
+    expect(sent == ["m", "k"], msg("batch.next"), msg("batch.sent", ids=repr(sent)))
+    expect(marked == 1, msg("batch.counts"), msg("batch.counted", value=describe_value(marked)))
+    return msg("batch-limit.passed"), msg("as-expected")
+
+
+def mark_elsewhere(db, event_id):
+    """With the grader's own connection, set sent = 1 on `event_id`'s outbox row (called while send runs)."""
+    con = sqlite3.connect(db, isolation_level=None, timeout=1)
+    try:
+        con.execute("UPDATE outbox SET sent = 1 WHERE event_id = ?", (event_id,))
+    except sqlite3.OperationalError as exc:  # dispatch holds a write lock while send runs: that rule, by name
+        raise Fail(msg("lock.begin"), msg("lock.could-not", error=str(exc)))
+    finally:
+        con.close()
 
 
 @in_process
@@ -365,35 +550,57 @@ BAD_EVENTS = (
 @in_process
 def check_validate_event(impl, db):
     for good in (GOOD_EVENT, {"id": "a", "sku": "Z", "qty": 1}, {"id": "A-1:b.c_d", "sku": "0", "qty": 999999}):
-        out = impl.validate_event(dict(good))
-        expect(out == good and out is not good, msg("validate.valid", event=repr(good)), msg("validate.got", got=repr(out)))
+        given = dict(good)
+        out = impl.validate_event(given)
+        expect(out == good, msg("validate.valid", event=repr(good)), msg("validate.got", got=repr(out)))
+        expect(out is not given, msg("validate.new", event=repr(good)), msg("validate.same"))
+        expect(given == good, msg("validate.untouched", event=repr(good)), msg("validate.changed", got=repr(given)))
     for field, rule, event in BAD_EVENTS:
-        exc = expect_raises(lambda: impl.validate_event(event), "ValueError",
+        given = copy.deepcopy(event)
+        exc = expect_raises(lambda: impl.validate_event(given), "ValueError",
                             msg("validate.refused", event=repr(event), rule=msg(rule)))
         expect(field is None or field in str(exc), msg("validate.names", event=repr(event), field=field),
                msg("validate.message", message=str(exc)))
+        expect(given == event, msg("validate.untouched", event=repr(event)), msg("validate.changed", got=repr(given)))
     return msg("validate-event.passed", count=len(BAD_EVENTS)), msg("as-expected")
+
+
+INVALID_INTAKES = (dict(SNACK, qty=True), dict(SNACK, id="snack 7"), dict(SNACK, extra=1))
+
+
+def tables(watcher):
+    return watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
 
 
 @in_process
 def check_intake_idempotent(impl, db):
     con = connect(impl, "init_store", db)
     event = {"id": "dup", "sku": "idem", "qty": 2}
-    seq = impl.intake(con, dict(event))
     watcher = read_only(db)
     try:
+        for invalid in INVALID_INTAKES:
+            before = tables(watcher)
+            expect_raises(lambda: impl.intake(con, dict(invalid)), "ValueError", msg("idem.invalid", event=repr(invalid)))
+            expect(tables(watcher) == before, msg("idem.invalid-nothing", event=repr(invalid)), msg("idem.changed"))
+        seq = impl.intake(con, dict(event))
+        stored = watcher.execute("SELECT seq FROM outbox WHERE event_id = ?", ("dup",)).fetchone()
+        expect(stored is not None and type(seq) is int and seq == stored[0],
+               msg("idem.returns-seq", seq=repr(stored[0] if stored else None)), msg("idem.returned", value=describe_value(seq)))
         payload = watcher.execute("SELECT payload FROM outbox WHERE event_id = ?", ("dup",)).fetchone()
         try:
             stored = json.loads(payload[0]) if payload else None
         except (TypeError, ValueError):
             stored = None
         expect(stored == event, msg("rule.payload"), msg("payload.got", payload=repr(payload[0] if payload else None)))
-        before = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
-        again = impl.intake(con, {"qty": 2, "sku": "idem", "id": "dup"})
-        expect(again == seq, msg("idem.same-seq", seq=repr(seq)), msg("idem.returned", value=repr(again)))
+        before = tables(watcher)
+        again = []
+        exc = raised(lambda: again.append(impl.intake(con, {"qty": 2, "sku": "idem", "id": "dup"})))  # keys in another order
+        expect(exc is None, msg("idem.same-seq", seq=repr(seq)), msg("idem.repeat-raised", error=describe(exc)))
+        expect(again == [seq], msg("idem.same-seq", seq=repr(seq)), msg("idem.returned", value=describe_value(again[0])))
         expect_raises(lambda: impl.intake(con, {"id": "dup", "sku": "idem", "qty": 3}), "Conflict", msg("idem.conflict"))
-        after = watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
-        expect(after == before, msg("idem.nothing-written"), msg("idem.changed"))
+        expect_raises(lambda: impl.intake(con, {"id": "dup", "sku": "other", "qty": 2}), "Conflict",
+                      msg("idem.conflict-sku"))
+        expect(tables(watcher) == before, msg("idem.nothing-written"), msg("idem.changed"))
     finally:
         watcher.close()
     return msg("intake-idempotent.passed"), msg("as-expected")
@@ -404,9 +611,11 @@ def check_mark_sent(impl, db):
     con = connect(impl, "init_store", db)
     for event_id in ("a", "b"):
         impl.intake(con, {"id": event_id, "sku": "mark", "qty": 1})
-    first, second = impl.mark_sent(con, "b"), impl.mark_sent(con, "b")
+    first = impl.mark_sent(con, "b")
+    flags = sent_flags(db)  # another connection: what mark_sent committed
+    expect(flags == {"a": 0, "b": 1}, msg("mark.only-b"), msg("sent-flags", flags=repr(flags)))
+    second = impl.mark_sent(con, "b")
     expect(first is True and second is False, msg("mark.true-false"), msg("mark.gave", first=repr(first), second=repr(second)))
-    expect(sent_flags(db) == {"a": 0, "b": 1}, msg("mark.only-b"), msg("sent-flags", flags=repr(sent_flags(db))))
     expect_raises(lambda: impl.mark_sent(con, "nope"), "KeyError", msg("mark.unknown"))
     expect(sent_flags(db) == {"a": 0, "b": 1}, msg("mark.unknown-nothing"), msg("sent-flags", flags=repr(sent_flags(db))))
     return msg("mark-sent.passed"), msg("as-expected")
@@ -422,7 +631,16 @@ NETWORK_EVENTS = frozenset((
 BAD_URLS = (
     "http://10.0.0.1:9/events", "http://example.invalid/events", "https://127.0.0.1/events",
     "http://127.0.0.1:{port}/other", "http://user@127.0.0.1:{port}/events", "http://127.0.0.1:{port}/events?x=1",
-    "http://127.0.0.1:{port}/events#top", "ftp://127.0.0.1:{port}/events",
+    "http://127.0.0.1:{port}/events#top", "ftp://127.0.0.1:{port}/events", "http://127.0.0.1:{port}/events/",
+    # The edges of loopback and of the port (README, "The URL rule").
+    "http://127.000.0.1:{port}/events", "http://127.0.0.256:{port}/events", "http://127.1:{port}/events",
+    "http://127.0.0.1:/events", "http://127.0.0.1:0/events", "http://127.0.0.1:65536/events",
+    "http://127.0.0.1:0{port}/events",
+)
+# Loopback, so send_http must try them: nothing listens on {closed}, which makes each a DeliveryError.
+LOOPBACK_URLS = (
+    "http://LOCALHOST:{closed}/events", "http://127.0.0.1:{closed}/events", "http://127.1.2.3:{closed}/events",
+    "http://[::1]:{closed}/events",
 )
 
 
@@ -462,6 +680,15 @@ def check_url_rule(impl, db):
             expect(not guard.seen, expected, msg("url.socket", event=guard.seen[0] if guard.seen else ""))
             expect(exc is not None, expected, msg("call.returned"))
             expect("ValueError" in [c.__name__ for c in type(exc).__mro__], expected, wrong_class("ValueError", exc))
+        closed = closed_port()
+        for template in LOOPBACK_URLS:
+            url = template.format(closed=closed)
+            exc = raised(lambda: impl.send_http(url, dict(SNACK), timeout=2))
+            expected = msg("url.loopback", url=url)
+            expect(exc is not None, expected, msg("call.returned"))
+            mro = [c.__name__ for c in type(exc).__mro__]
+            expect("ValueError" not in mro, expected, msg("url.refused-loopback", error=describe(exc)))
+            expect("DeliveryError" in mro, expected, wrong_class("DeliveryError", exc))
         try:
             peer, _ = trap.accept()
         except (BlockingIOError, socket.timeout):
@@ -471,7 +698,17 @@ def check_url_rule(impl, db):
         expect(peer is None, msg("url.trap-empty"), msg("url.trap-hit"))
     finally:
         trap.close()
-    return msg("url-rule.passed", count=len(BAD_URLS)), msg("as-expected")
+    return msg("url-rule.passed", count=len(BAD_URLS), loopback=len(LOOPBACK_URLS)), msg("as-expected")
+
+
+def closed_port():
+    """A loopback port that nothing listens on (bound, then released): a connection to it is refused."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+    finally:
+        probe.close()
 
 
 @in_process
@@ -501,28 +738,128 @@ def check_conflict_committed(impl, db):
     return msg("conflict-committed.passed"), msg("conflict.deliveries", outcomes=outcomes)
 
 
+APPLES = ({"id": "apple-1", "sku": "apple", "qty": 3}, {"id": "apple-2", "sku": "apple", "qty": 5},
+          {"id": "pear-1", "sku": "pear", "qty": 2})
+
+
+def sink_state(db):
+    """What the grader reads in a sink DB: (inventory {sku: qty}, inbox ids, deliveries [(id, outcome)])."""
+    return (dict(query(db, "SELECT sku, qty FROM inventory")),
+            sorted(row[0] for row in query(db, "SELECT event_id FROM inbox")),
+            query(db, "SELECT event_id, outcome FROM deliveries ORDER BY rowid"))
+
+
+@in_process
+def check_receive_inbox(impl, db):
+    con = connect(impl, "init_sink", db)
+    for event in APPLES:
+        result = impl.receive(con, dict(event))
+        expect(result == "applied", msg("inbox.applied", event=repr(event)), msg("call.gave", value=describe_value(result)))
+    rows = dict(query(db, "SELECT sku, count(*) FROM inventory GROUP BY sku"))
+    expect(rows == {"apple": 1, "pear": 1}, msg("inbox.one-row"), msg("inbox.rows-per-sku", rows=repr(rows)))
+    inventory, inbox, _ = sink_state(db)
+    expect(inventory == {"apple": 8, "pear": 2}, msg("inbox.adds"), msg("inbox.inventory", inventory=repr(inventory)))
+    expect(inbox == ["apple-1", "apple-2", "pear-1"], msg("inbox.rows"), msg("inbox.ids", ids=repr(inbox)))
+    repeat = {"qty": 3, "sku": "apple", "id": "apple-1"}  # apple-1 again, its keys in another order
+    result = impl.receive(con, repeat)
+    expect(result == "duplicate", msg("inbox.duplicate", event=repr(repeat)), msg("call.gave", value=describe_value(result)))
+    other = {"id": "apple-1", "sku": "pear", "qty": 3}  # differs from apple-1 in its sku alone
+    expect_raises(lambda: impl.receive(con, dict(other)), "Conflict", msg("inbox.conflict-sku", event=repr(other)))
+    before = sink_state(db)
+    invalid = {"id": "apple-3", "sku": "apple", "qty": True}
+    expect_raises(lambda: impl.receive(con, dict(invalid)), "ValueError", msg("inbox.invalid", event=repr(invalid)))
+    after = sink_state(db)
+    expect(after == before, msg("inbox.invalid-nothing", event=repr(invalid)), msg("inbox.state", state=repr(after)))
+    inventory, inbox, deliveries = after
+    expect(inventory == {"apple": 8, "pear": 2}, msg("inbox.still"), msg("inbox.inventory", inventory=repr(inventory)))
+    apple = [outcome for event_id, outcome in deliveries if event_id == "apple-1"]
+    expect(apple == ["applied", "duplicate", "conflict"], msg("inbox.deliveries"), msg("conflict.deliveries", outcomes=apple))
+    return msg("receive-inbox.passed"), msg("inbox.observed", inventory=repr(inventory), outcomes=apple)
+
+
 def file_digest(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """The SHA-256 of the DB file and of its -wal: what "unchanged" compares.
+
+    A missing -wal and an empty one hold the same: nothing (a reader may
+    create an empty one). The -shm is SQLite's shared-memory index, which any
+    reader may write to: it is not compared.
+    """
+    digests = []
+    for name in (path, path + "-wal"):
+        content = b""
+        if os.path.exists(name):
+            with open(name, "rb") as f:
+                content = f.read()
+        digests.append(hashlib.sha256(content).hexdigest())
+    return tuple(digests)
+
+
+def refuses(impl, opener, path, expected):
+    """Fail unless `opener(path)` raises WrongDatabase and leaves the file (and its -wal) as it was."""
+    before = file_digest(path)
+    opened = []
+    exc = raised(lambda: opened.append(getattr(impl, opener)(path)))
+    for con in opened:
+        if isinstance(con, sqlite3.Connection):
+            con.close()
+    expect(exc is not None, expected, msg("wrongdb.opened"))
+    expect("WrongDatabase" in [c.__name__ for c in type(exc).__mro__], expected, wrong_class("WrongDatabase", exc))
+    expect(file_digest(path) == before, expected, msg("wrongdb.changed", file=os.path.basename(path)))
+
+
+def takes_as_new(impl, opener, path, tables, expected):
+    """Fail unless `opener(path)` gives a connection and creates its tables in that file."""
+    opened = []
+    exc = raised(lambda: opened.append(connect(impl, opener, path)))
+    for con in opened:
+        con.close()
+    expect(exc is None, expected, msg("wrongdb.refused-new", error=describe(exc)))
+    watcher = read_only(path)
+    try:
+        found = {row[0] for row in watcher.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        watcher.close()
+    expect(set(tables) <= found, expected, msg("wrongdb.no-tables", tables=repr(sorted(found))))
 
 
 @in_process
 def check_wrong_database(impl, db):
     folder = os.path.dirname(db)
-    source, sink = os.path.join(folder, "source.db"), os.path.join(folder, "sink.db")
+    path = lambda name: os.path.join(folder, name)  # noqa: E731
+    source, sink = path("source.db"), path("sink.db")
     connect(impl, "init_store", source).close()
-    connect(impl, "init_sink", sink).close()
-    for opener, path, kind in (("init_store", sink, "sink"), ("init_sink", source, "source")):
-        before = file_digest(path)
-        opened = []
-        exc = raised(lambda: opened.append(getattr(impl, opener)(path)))
-        for con in opened:
-            if isinstance(con, sqlite3.Connection):
-                con.close()
-        expected = msg("wrongdb.refused", opener=opener, kind=kind)
-        expect(exc is not None, expected, msg("wrongdb.opened"))
-        expect("WrongDatabase" in [c.__name__ for c in type(exc).__mro__], expected, wrong_class("WrongDatabase", exc))
-        expect(file_digest(path) == before, msg("wrongdb.unchanged", opener=opener, kind=kind), msg("wrongdb.changed"))
+    sink_con = connect(impl, "init_sink", sink)
+    try:
+        # The sink process still has it open: its tables may be in sink.db-wal only, not yet in sink.db.
+        refuses(impl, "init_store", sink, msg("wrongdb.refused-open", opener="init_store"))
+    finally:
+        sink_con.close()
+    for opener, other, kind in (("init_store", sink, "sink"), ("init_sink", source, "source")):
+        refuses(impl, opener, other, msg("wrongdb.refused", opener=opener, kind=kind))
+    with open(path("notes.txt"), "wb") as f:
+        f.write(b"not a database, just text\n" * 200)
+    foreign = sqlite3.connect(path("notes.db"))
+    try:
+        foreign.execute("CREATE TABLE notes (body TEXT)")
+        foreign.execute("INSERT INTO notes VALUES ('a DB of another application')")
+        foreign.commit()
+    finally:
+        foreign.close()
+    for opener in ("init_store", "init_sink"):
+        refuses(impl, opener, path("notes.txt"), msg("wrongdb.refused-text", opener=opener))
+        refuses(impl, opener, path("notes.db"), msg("wrongdb.refused-foreign", opener=opener))
+    # New files: a 0-byte file (nothing beside it), and an SQLite file with no table.
+    open(path("empty-source.db"), "wb").close()
+    takes_as_new(impl, "init_store", path("empty-source.db"), ("orders", "outbox"), msg("wrongdb.new-empty", opener="init_store"))
+    blank = sqlite3.connect(path("blank-sink.db"))
+    try:
+        blank.execute("CREATE TABLE gone (x)")
+        blank.execute("DROP TABLE gone")  # the file now has SQLite's header and no table
+        blank.commit()
+    finally:
+        blank.close()
+    takes_as_new(impl, "init_sink", path("blank-sink.db"), ("inbox", "inventory", "deliveries"),
+                 msg("wrongdb.new-blank", opener="init_sink"))
     return msg("wrong-database.passed"), msg("as-expected")
 
 
@@ -556,6 +893,7 @@ SENT_FEW, SENT_MANY = 10, 20000
 COST_RATIO = 5.0  # pending(16) with SENT_MANY sent rows may cost at most this many times more (a scan: 40x+)
 COST_FLOOR = 0.0002  # seconds: no scan of SENT_MANY rows is this fast (about 60 ns a row here), whatever the ratio
 COST_ROUNDS = 15
+LATE = (3, 1, 2, 0)  # the pending events are taken in as late-3, late-1, late-2, late-0: seq order is not id order
 
 
 def add_sent_rows(db, count):
@@ -611,10 +949,13 @@ def check_pending_cost(impl, db):
             add_sent_rows(path, count)
         except sqlite3.Error as exc:
             raise Fail(msg("cost.copy", count=count), msg("plain", text=describe(exc)))
-        for n in range(4):
-            impl.intake(con, {"id": "late-%d" % n, "sku": "bulk", "qty": 1})
+        late = ["late-%d" % n for n in LATE]
+        for event_id in late:
+            impl.intake(con, {"id": event_id, "sku": "bulk", "qty": 1})
         got = ids(impl.pending(con, 16))
-        expect(got == ["late-%d" % n for n in range(4)], msg("cost.pending", count=count), msg("seq.gave", got=repr(got)))
+        if isinstance(got, list) and sorted(got) == sorted(late) and got != late:
+            raise Fail(msg("cost.pending", count=count, ids=", ".join(late)), msg("cost.order", got=repr(got)))
+        expect(got == late, msg("cost.pending", count=count, ids=", ".join(late)), msg("seq.gave", got=repr(got)))
     few = many = float("inf")
     for _ in range(3):
         few = min(few, best_time(lambda: impl.pending(cons[SENT_FEW], 16), COST_ROUNDS))
@@ -650,6 +991,7 @@ def parse_args(argv):
     parser.add_argument("--check", choices=sorted(IN_PROCESS))
     parser.add_argument("--db")
     parser.add_argument("--url")
+    parser.add_argument("--urls")
     parser.add_argument("--events")
     parser.add_argument("--fault")
     parser.add_argument("--timeout", type=float)

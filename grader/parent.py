@@ -99,6 +99,8 @@ class Run:
         if verdict and not verdict["ok"]:
             return msg("run.verdict", what=self.what, expected=verdict["expected"], observed=verdict["observed"])
         error = self.first("error")
+        if error and error.get("function"):
+            return msg("run.raised-in", what=self.what, function=error["function"], error=error["message"])
         if error:
             return msg("run.raised", what=self.what, error=error["message"])
         tail = self.stderr.strip().splitlines()[-1:] if self.stderr.strip() else []

@@ -5,6 +5,7 @@ DBs read-only, and returns (expected, observed) messages or raises Fail. It
 never touches the worker: only the children do (child.py).
 """
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import os
@@ -86,27 +87,73 @@ UNTRUSTED = (
 )
 
 
+def padded_ack(event_id, size):
+    """A perfect ACK of exactly `size` bytes: the ACK's fields and a "pad" of spaces."""
+    body = ack_body(event_id, pad="")
+    return ack_body(event_id, pad=" " * (size - len(body)))
+
+
+# What send_http itself must make of an answer: (case, answer, True if it is a verified ACK).
+ACK_CASES = (
+    ("perfect", lambda event_id: (200, JSON_HEADERS, ack_body(event_id)), True),
+    ("ack-4096", lambda event_id: (200, JSON_HEADERS, padded_ack(event_id, 4096)), True),
+    ("ack-4097", lambda event_id: (200, JSON_HEADERS, padded_ack(event_id, 4097)), False),
+    ("status-201", lambda event_id: (201, JSON_HEADERS, ack_body(event_id)), False),
+    ("no-id", lambda event_id: (200, JSON_HEADERS, json.dumps({"ack": True}).encode()), False),
+    ("not-object", lambda event_id: (200, JSON_HEADERS, json.dumps([{"ack": True, "id": event_id}]).encode()), False),
+)
+
+
 def scenario_untrusted_ack(g):
     work = g.workdir()
-    reasons = {}
     # The trap answers with a perfect ACK for snack-7: only not asking it keeps the item pending.
-    with FakeSink(lambda event_id: (200, [], ack_body(SNACK["id"]))) as trap:
+    with contextlib.ExitStack() as stack:
+        trap = stack.enter_context(FakeSink(lambda event_id: (200, [], ack_body(SNACK["id"]))))
         cases = list(UNTRUSTED)
         # 302: the redirect that a default urllib opener follows, even for a POST (as a GET).
         cases.append(("redirect", lambda event_id: (302, [("Location", trap.url())], b"")))
-        for name, answer in cases:
-            with FakeSink(answer) as fake:
-                source = os.path.join(work, name + ".db")
-                run = g.run(who("publisher-case", case=msg("case." + name)), "publish", "--db", source,
-                            "--url", fake.url(), "--events", json.dumps([SNACK]))
-                error = delivery_error(run, msg("untrusted.fails", case=msg("case." + name)))
-                state = observe_source(source, SNACK["id"])
-                expect(state.get("outbox") == "pending", msg("untrusted.pending", case=msg("case." + name)),
-                       msg("plain", text=repr(state)))
-                # The reason, without the "POST <url> for 'snack-7': " every message starts with.
-                reasons[name.replace("-", "_")] = "%s: %s" % (error["type"], error["message"].split("': ", 1)[-1])
+        fakes = [(name, stack.enter_context(FakeSink(answer))) for name, answer in cases]
+        acks = [(name, stack.enter_context(FakeSink(answer)), verified) for name, answer, verified in ACK_CASES]
+        # Each publisher has a source DB of its own, and the sender only its fake sinks: all run side by side.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(fakes) + 1) as pool:
+            sent = pool.submit(g.run, who("sender"), "send", "--send-timeout", "2",
+                               "--urls", json.dumps([fake.url() for _, fake, _ in acks]))
+            runs = [pool.submit(untrusted_publisher, g, work, name, fake) for name, fake in fakes]
+            reasons = dict(run.result() for run in runs)
+            judge_acks(sent.result(), acks)
         expect(not trap.hits, msg("untrusted.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
     return msg("untrusted-ack.passed"), msg("untrusted.observed", **reasons)
+
+
+def untrusted_publisher(g, work, name, fake):
+    """Publish snack-7 to a fake sink that answers with case `name`: a DeliveryError, and snack-7 pending.
+
+    Returns (the case's field in untrusted.observed, the reason the publisher gave).
+    """
+    source = os.path.join(work, name + ".db")
+    run = g.run(who("publisher-case", case=msg("case." + name)), "publish", "--db", source,
+                "--url", fake.url(), "--events", json.dumps([SNACK]))
+    error = delivery_error(run, msg("untrusted.fails", case=msg("case." + name)))
+    state = observe_source(source, SNACK["id"])
+    expect(state.get("outbox") == "pending", msg("untrusted.pending", case=msg("case." + name)),
+           msg("plain", text=repr(state)))
+    # The reason, without the "POST <url> for 'snack-7': " every message starts with, keyed for untrusted.observed.
+    return name.replace("-", "_"), "%s: %s" % (error["type"], error["message"].split("': ", 1)[-1])
+
+
+def judge_acks(run, acks):
+    """send_http returned exactly True for each verified ACK, and raised a DeliveryError for every other answer."""
+    lines = run.all("sent")
+    expect(len(lines) == len(acks), msg("untrusted.sender"), run.summary())
+    for (name, _, verified), line in zip(acks, lines):
+        case = msg("case." + name)
+        if verified:
+            expect(line["type"] is None, msg("untrusted.true", case=case), msg("untrusted.raised", error=line["message"]))
+            expect(line["result"] is True, msg("untrusted.true", case=case), msg("call.gave", value=line["shown"]))
+        else:
+            expected = msg("untrusted.raises", case=case)
+            expect(line["type"] is not None, expected, msg("call.gave", value=line["shown"]))
+            expect("DeliveryError" in line["mro"], expected, wrong_class("DeliveryError", line["type"], line["mro"], line["message"]))
 
 
 def scenario_proxy_ignored(g):
@@ -203,6 +250,10 @@ def receive_crash(g, work, fault, whole):
     need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
     with g.sink(sink_db, fault=fault) as sink:
         run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url)
+        verdict = run.first("verdict")
+        if verdict and not verdict["ok"]:
+            # The publisher named a worker function that broke a rule: that is the cause, not the sink's exit status.
+            raise Fail(verdict["expected"], verdict["observed"])
         status = sink.wait_exit(g.timeout)
     expect(status == SINK_CRASH, msg("receive.sink-exits", fault=fault, status=SINK_CRASH), msg("status.is", status=status))
     expect(run.status == 1, msg("receive.no-ack", fault=fault), run.summary())

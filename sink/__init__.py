@@ -16,7 +16,7 @@ if sys.version_info < (3, 8):
         sys.exit(2)
     raise ImportError(_TOO_OLD)
 
-__version__ = "2.0.0"  # always outbox.__version__: one kit, one version
+__version__ = "3.0.0"  # always outbox.__version__: one kit, one version
 
 from outbox.errors import Conflict, InvalidEvent, WrongDatabase
 

@@ -5,6 +5,7 @@ from the small patches below (so there is no second code base to maintain). A
 patch whose text no longer occurs exactly once is an ERROR naming the mutant
 (StalePatch), never a silent kill: keep the anchor in step with the code.
 """
+import collections
 import json
 import os
 import subprocess
@@ -16,82 +17,273 @@ GRADE = os.path.join(ROOT, "grade.py")
 REFERENCE = os.path.join("examples", "worker_reference.py")
 TIME_BOUND = 120  # seconds any single grader run may take
 
-# (mistake, the check that must catch it, file, [(text in the kit, text in the mutant), ...])
+# One mutant: `mistake` names it (docs/rules.md cites it), `check` must fail on it, and its
+# report must hold the message `message` (an id anywhere in the expected or observed
+# message) and, if given, `words` in its English text. `also`: (check, message id) pairs,
+# later checks whose step fails because of this mistake and must name its cause.
+Mutant = collections.namedtuple("Mutant", "mistake check path edits message words also")
+
+
+def mutant(mistake, check, path, edits, message, words=None, also=()):
+    return Mutant(mistake, check, path, edits, message, words, tuple(also))
+
+
 MUTANTS = (
-    ("sent=1 saved before sending", "crash-after-ack", "outbox/dispatch.py",
-     [("    for selected in batch:\n", "    for selected in batch:\n        mark_sent(con, selected[\"id\"])\n")]),
-    ("pending that marks rows", "seq-order", "outbox/store.py",
-     [("    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n",
-       "    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n"
-       "    con.execute(\"UPDATE outbox SET sent = 1 WHERE seq IN (SELECT seq FROM outbox WHERE sent = 0 ORDER BY seq LIMIT ?)\", (limit,))\n")]),
-    ("order by id", "seq-order", "outbox/store.py", [("ORDER BY seq LIMIT ?\"", "ORDER BY event_id LIMIT ?\"")]),
-    ("order by created_at", "seq-order", "outbox/store.py",
-     [("ORDER BY seq LIMIT ?\"", "ORDER BY created_at LIMIT ?\"")]),
-    ("continue after a failure", "stop-on-first-failure", "outbox/dispatch.py",
-     [("    marked = 0\n", "    marked = 0\n    failure = None\n"),
-      ("        result = send(dict(selected))\n",
-       "        try:\n            result = send(dict(selected))\n        except Exception as exc:\n"
-       "            failure = failure or exc\n            continue\n"),
-      ("    return marked\n", "    if failure is not None:\n        raise failure\n    return marked\n")]),
-    ("error swallowed", "stop-on-first-failure", "outbox/dispatch.py",
-     [("        result = send(dict(selected))\n",
-       "        try:\n            result = send(dict(selected))\n        except Exception:\n            return marked\n")]),
-    ("truthy ACK accepted", "exact-ack", "outbox/dispatch.py", [("        if result is not True:\n", "        if not result:\n")]),
-    ("write transaction held during send", "no-lock-during-send", "outbox/dispatch.py",
-     [("    marked = 0\n", "    marked = 0\n    con.execute(\"BEGIN IMMEDIATE\")\n"),
-      ("        if mark_sent(con, selected[\"id\"]):\n",
-       "        if con.execute(\"UPDATE outbox SET sent = 1 WHERE event_id = ? AND sent = 0\", (selected[\"id\"],)).rowcount:\n"),
-      ("    return marked\n", "    con.execute(\"COMMIT\")\n    return marked\n")]),
-    ("mark using the callback's dict", "callback-mutation", "outbox/dispatch.py",
-     [("        result = send(dict(selected))\n", "        result = send(selected)\n")]),
-    ("redirects followed", "untrusted-ack", "outbox/sender.py",
-     [("urllib.request.ProxyHandler({}), _RefuseRedirects(),", "urllib.request.ProxyHandler({}), urllib.request.HTTPRedirectHandler(),")]),
-    ("proxy variables honoured", "proxy-ignored", "outbox/sender.py",
-     [("urllib.request.ProxyHandler({}),", "urllib.request.ProxyHandler(),")]),
-    ("wrong-id ACK accepted", "untrusted-ack", "outbox/sender.py", [("    elif ack[\"id\"] != event_id:\n", "    elif False:\n")]),
-    ("oversized ACK accepted", "untrusted-ack", "outbox/sender.py", [("MAX_ACK_BYTES = 4096\n", "MAX_ACK_BYTES = 1 << 20\n")]),
-    ("no URL check in send_http", "url-rule", "outbox/sender.py",
-     [("    check_url(url)\n    check_timeout(timeout)\n", "    check_timeout(timeout)\n")]),
-    ("a timeout that bounds each read, not the exchange", "send-timeout", "outbox/sender.py",
-     [("        left = self.deadline - time.monotonic()\n", "        left = 1.0\n")]),
-    ("sink without dedup", "crash-after-ack", "sink/inbox.py",
-     [("        if row is None:\n", "        if True:\n"), ("\"INSERT INTO inbox ", "\"INSERT OR REPLACE INTO inbox ")]),
-    ("inbox and inventory in separate commits", "receive-atomic", "sink/inbox.py",
-     [("                (event[\"id\"], event_digest, payload, now),\n            )\n",
-       "                (event[\"id\"], event_digest, payload, now),\n            )\n"
-       "            con.execute(\"COMMIT\")\n            con.execute(\"BEGIN IMMEDIATE\")\n")]),
-    ("intake in two commits", "intake-atomic", "outbox/store.py",
-     [("                (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n            )\n",
-       "                (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n            )\n"
-       "            con.execute(\"COMMIT\")\n            con.execute(\"BEGIN IMMEDIATE\")\n")]),
-    ("conflict ACKed as a duplicate", "conflict", "sink/inbox.py",
-     [("            outcome = CONFLICT\n", "            outcome = DUPLICATE\n")]),
-    ("conflict rolled back instead of committed", "conflict-committed", "sink/inbox.py",
-     [("            (event[\"id\"], outcome, event_digest, now),\n        )\n",
-       "            (event[\"id\"], outcome, event_digest, now),\n        )\n"
-       "        if outcome == CONFLICT:\n            raise Conflict(\"event %r conflicts\" % (event[\"id\"],))\n")]),
-    ("a bool accepted as qty", "validate-event", "outbox/event.py",
-     [("isinstance(qty, bool) or not isinstance", "not isinstance")]),
-    ("a trailing newline accepted ($ for \\Z)", "validate-event", "outbox/event.py", [("{0,63}\\Z\")", "{0,63}$\")")]),
-    ("non-ASCII letters and digits accepted (\\w)", "validate-event", "outbox/event.py",
-     [("r\"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\\Z\"", "r\"[^\\W_][\\w.:-]{0,63}\\Z\"")]),
-    ("65 characters accepted", "validate-event", "outbox/event.py", [("{0,63}\\Z\")", "{0,64}\\Z\")")]),
-    ("intake ignores a conflicting payload", "intake-idempotent", "outbox/store.py",
-     [("    if row[1] != payload:\n", "    if False:\n")]),
-    ("outbox.payload not the event's JSON", "intake-idempotent", "outbox/store.py",
-     [("\n    event, payload = validate_and_serialise(event)\n",
-       "\n    event, payload = validate_and_serialise(event)\n    payload = repr(sorted(event.items()))\n")]),
-    ("mark_sent reports a sent row as newly marked", "mark-sent", "outbox/store.py",
-     [(" WHERE event_id = ? AND sent = 0\",", " WHERE event_id = ?\",")]),
-    ("pending scans sent rows (no partial index)", "pending-cost", "outbox/store.py",
-     [("    \"CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL\",\n", "")]),
-    ("the other side's DB accepted", "wrong-database", "outbox/db.py",
-     [("    if (found_app, found_version) != (application_id, version):\n", "    if False:\n")]),
-    ("no WAL", "durability", "outbox/db.py",
-     [("    mode = con.execute(\"PRAGMA journal_mode = WAL\").fetchone()[0]\n", "    mode = \"wal\"\n")]),
-    ("synchronous=OFF", "durability", "outbox/db.py",
-     [("\"full\": \"PRAGMA synchronous = FULL\"", "\"full\": \"PRAGMA synchronous = OFF\"")]),
+    mutant("sent=1 saved before sending", "crash-after-ack", "outbox/dispatch.py",
+           [("    for selected in batch:\n", "    for selected in batch:\n        mark_sent(con, selected[\"id\"])\n")],
+           "crash.still-pending"),
+    mutant("marked before after_delivery", "crash-after-ack", "outbox/dispatch.py",
+           [("        if after_delivery is not None:\n            after_delivery(dict(selected))\n"
+             "        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
+             "        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n"
+             "        if after_delivery is not None:\n            after_delivery(dict(selected))\n")],
+           "crash.still-pending"),
+    mutant("pending that marks rows", "seq-order", "outbox/store.py",
+           [("    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n",
+             "    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n"
+             "    con.execute(\"UPDATE outbox SET sent = 1 WHERE seq IN (SELECT seq FROM outbox WHERE sent = 0 ORDER BY seq LIMIT ?)\", (limit,))\n")],
+           "seq.read-only"),
+    mutant("order by id", "seq-order", "outbox/store.py", [("ORDER BY seq LIMIT ?\"", "ORDER BY event_id LIMIT ?\"")],
+           "seq.order", also=[("pending-cost", "cost.order")]),
+    mutant("order by created_at", "seq-order", "outbox/store.py",
+           [("ORDER BY seq LIMIT ?\"", "ORDER BY created_at LIMIT ?\"")], "seq.order"),
+    mutant("pending returns the seq too", "seq-order", "outbox/store.py",
+           [("    return [validate_event(json.loads(payload)) for (payload,) in rows]\n",
+             "    return [dict(validate_event(json.loads(payload)), seq=n) for n, (payload,) in enumerate(rows, 1)]\n")],
+           "seq.keys", "['id', 'qty', 'seq', 'sku']",
+           also=[("receive-atomic", "publish.event-keys"), ("crash-after-ack", "publish.event-keys")]),
+    mutant("a bool limit accepted", "seq-order", "outbox/store.py",
+           [("    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BATCH:\n",
+             "    if not isinstance(limit, int) or not 1 <= limit <= MAX_BATCH:\n")], "seq.bad-limit", "limit True"),
+    mutant("pending ignores limit", "seq-order", "outbox/store.py",
+           [("    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n",
+             "    rows = con.execute(PENDING_SQL, (MAX_BATCH,)).fetchall()\n")], "seq.limit-one"),
+    mutant("pending leaves its transaction open", "seq-order", "outbox/store.py",
+           [("    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n",
+             "    con.execute(\"BEGIN\")\n    rows = con.execute(PENDING_SQL, (limit,)).fetchall()\n")], "seq.open"),
+    mutant("a seq reused (no AUTOINCREMENT)", "seq-order", "outbox/store.py",
+           [("        seq INTEGER PRIMARY KEY AUTOINCREMENT,\n        event_id TEXT NOT NULL UNIQUE REFERENCES orders(id),\n",
+             "        seq INTEGER PRIMARY KEY,\n        event_id TEXT NOT NULL UNIQUE REFERENCES orders(id),\n")],
+           "seq.never-reused"),
+    mutant("continue after a failure", "stop-on-first-failure", "outbox/dispatch.py",
+           [("    marked = 0\n", "    marked = 0\n    failure = None\n"),
+            ("        result = send(dict(selected))\n",
+             "        try:\n            result = send(dict(selected))\n        except Exception as exc:\n"
+             "            failure = failure or exc\n            continue\n"),
+            ("    return marked\n", "    if failure is not None:\n        raise failure\n    return marked\n")],
+           "stop.calls"),
+    mutant("error swallowed", "stop-on-first-failure", "outbox/dispatch.py",
+           [("        result = send(dict(selected))\n",
+             "        try:\n            result = send(dict(selected))\n        except Exception:\n            return marked\n")],
+           "stop.error-out"),
+    mutant("the exception wrapped, not the original", "stop-on-first-failure", "outbox/dispatch.py",
+           [("        result = send(dict(selected))\n",
+             "        try:\n            result = send(dict(selected))\n        except Exception as exc:\n"
+             "            raise NotAcknowledged(\"send failed: %s\" % exc) from exc\n")],
+           "stop.same-error"),
+    mutant("truthy ACK accepted", "exact-ack", "outbox/dispatch.py", [("        if result is not True:\n", "        if not result:\n")],
+           "ack.raises"),
+    mutant("write transaction held during send", "no-lock-during-send", "outbox/dispatch.py",
+           [("        result = send(dict(selected))\n",
+             "        if not con.in_transaction:\n            con.execute(\"BEGIN IMMEDIATE\")\n        result = send(dict(selected))\n"),
+            ("        if mark_sent(con, selected[\"id\"]):\n",
+             "        if con.execute(\"UPDATE outbox SET sent = 1 WHERE event_id = ? AND sent = 0\", (selected[\"id\"],)).rowcount:\n"),
+            ("    return marked\n", "    if con.in_transaction:\n        con.execute(\"COMMIT\")\n    return marked\n")],
+           "lock.outside"),
+    mutant("mark using the callback's dict", "callback-mutation", "outbox/dispatch.py",
+           [("        result = send(dict(selected))\n", "        result = send(selected)\n")], "mutation.flags"),
+    mutant("after_delivery gets dispatch's own dict", "callback-mutation", "outbox/dispatch.py",
+           [("            after_delivery(dict(selected))\n", "            after_delivery(selected)\n")], "mutation.after-flags"),
+    mutant("dispatch ignores limit", "batch-limit", "outbox/dispatch.py",
+           [("pending(con, limit)", "pending(con, MAX_BATCH)")], "batch.limit",
+           also=[("callback-mutation", "mutation.one")]),
+    mutant("dispatch sends in id order", "batch-limit", "outbox/dispatch.py",
+           [("    for selected in batch:\n", "    for selected in sorted(batch, key=lambda event: event[\"id\"]):\n")],
+           "batch.order"),
+    mutant("dispatch returns the batch size", "batch-limit", "outbox/dispatch.py",
+           [("    return marked\n", "    return len(batch)\n")], "batch.counts"),
+    mutant("redirects followed", "untrusted-ack", "outbox/sender.py",
+           [("urllib.request.ProxyHandler({}), _RefuseRedirects(),",
+             "urllib.request.ProxyHandler({}), urllib.request.HTTPRedirectHandler(),")],
+           "untrusted.fails", "redirect"),
+    mutant("proxy variables honoured", "proxy-ignored", "outbox/sender.py",
+           [("urllib.request.ProxyHandler({}),", "urllib.request.ProxyHandler(),")], "proxy.trap-empty"),
+    mutant("wrong-id ACK accepted", "untrusted-ack", "outbox/sender.py", [("    elif ack[\"id\"] != event_id:\n", "    elif False:\n")],
+           "untrusted.fails", "wrong id"),
+    mutant("an ACK without id accepted", "untrusted-ack", "outbox/sender.py",
+           [("    elif \"id\" not in ack:\n        what = 'ACK has no \"id\"'\n    elif ack[\"id\"] != event_id:\n",
+             "    elif ack.get(\"id\", event_id) != event_id:\n")],
+           "untrusted.raises", "without \"id\""),
+    mutant("oversized ACK accepted", "untrusted-ack", "outbox/sender.py", [("MAX_ACK_BYTES = 4096\n", "MAX_ACK_BYTES = 1 << 20\n")],
+           "untrusted.fails", "oversized"),
+    mutant("ACKs limited to 1 KiB", "untrusted-ack", "outbox/sender.py", [("MAX_ACK_BYTES = 4096\n", "MAX_ACK_BYTES = 1024\n")],
+           "untrusted.true", "4,096 bytes"),
+    mutant("any 2xx status accepted", "untrusted-ack", "outbox/sender.py",
+           [("            if response.status != 200:\n", "            if not 200 <= response.status < 300:\n")],
+           "untrusted.raises", "status 201"),
+    mutant("a truthy \"ack\" accepted", "untrusted-ack", "outbox/sender.py",
+           [("    elif ack[\"ack\"] is not True:\n", "    elif not ack[\"ack\"]:\n")], "untrusted.fails", "\"ack\": \"true\""),
+    mutant("send_http returns the ACK, not True", "untrusted-ack", "outbox/sender.py",
+           [("    _check_ack(body, event[\"id\"], digest(event), where, require_digest=require_digest)\n    return True\n",
+             "    _check_ack(body, event[\"id\"], digest(event), where, require_digest=require_digest)\n"
+             "    return loads_strict(body)\n")],
+           "untrusted.true", "a perfect ACK", also=[("proxy-ignored", "rule.send-http-true")]),
+    mutant("NoAnswer not a DeliveryError", "dropped-response", "outbox/errors.py",
+           [("class NoAnswer(DeliveryError):\n", "class NoAnswer(OutboxError):\n")], "rule.delivery-error", "got NoAnswer"),
+    mutant("no URL check in send_http", "url-rule", "outbox/sender.py",
+           [("    check_url(url)\n    check_timeout(timeout)\n", "    check_timeout(timeout)\n")], "url.socket"),
+    mutant("any path accepted", "url-rule", "outbox/sender.py",
+           [("    if parts[\"path\"] != \"/events\":\n", "    if parts[\"path\"] is None:\n")], "url.refused", "/other"),
+    mutant("leading zeros accepted in an address", "url-rule", "outbox/sender.py",
+           [("_IPV4 = re.compile(r\"(?:0|[1-9][0-9]{0,2})(?:\\.(?:0|[1-9][0-9]{0,2})){3}\")",
+             "_IPV4 = re.compile(r\"[0-9]{1,3}(?:\\.[0-9]{1,3}){3}\")")], "url.refused", "127.000.0.1"),
+    mutant("an octet over 255 accepted", "url-rule", "outbox/sender.py",
+           [("        if octets[0] == 127 and max(octets) <= 255:\n", "        if octets[0] == 127:\n")],
+           "url.refused", "127.0.0.256"),
+    mutant("LOCALHOST refused", "url-rule", "outbox/sender.py",
+           [("    if text.lower() == \"localhost\":\n", "    if text == \"localhost\":\n")], "url.refused-loopback", "LOCALHOST"),
+    mutant("an empty port taken as port 80", "url-rule", "outbox/sender.py",
+           [("    if port is not None and not (_PORT.fullmatch(port) and int(port) <= 65535):\n",
+             "    if port and not (_PORT.fullmatch(port) and int(port) <= 65535):\n"),
+            ("    return host, 80 if port is None else int(port)\n", "    return host, int(port or 80)\n")],
+           "url.refused", "127.0.0.1:/events"),
+    mutant("port 0 accepted", "url-rule", "outbox/sender.py",
+           [("_PORT = re.compile(r\"[1-9][0-9]{0,4}\")", "_PORT = re.compile(r\"0|[1-9][0-9]{0,4}\")")],
+           "url.refused", ":0/events"),
+    mutant("the host looked up to decide whether it is loopback", "url-rule", "outbox/sender.py",
+           [("    host = _loopback_host(parts[\"host\"])\n",
+             "    socket.getaddrinfo(parts[\"host\"].strip(\"[]\") or \"localhost\", None)\n"
+             "    host = _loopback_host(parts[\"host\"])\n")], "url.socket", "getaddrinfo"),
+    mutant("send_http without timeout=", "url-rule", "outbox/sender.py",
+           [("def send_http(url, event, *, timeout=5.0, require_digest=False):\n",
+             "def send_http(url, event, *, require_digest=False):\n    timeout = 5.0\n")],
+           "impl.signature", "send_http(url, event, *, timeout=5.0)"),
+    mutant("a timeout that bounds each read, not the exchange", "send-timeout", "outbox/sender.py",
+           [("        left = self.deadline - time.monotonic()\n", "        left = 1.0\n")], "timeout.bounded"),
+    mutant("sink without dedup", "crash-after-ack", "sink/inbox.py",
+           [("        if row is None:\n", "        if True:\n"), ("\"INSERT INTO inbox ", "\"INSERT OR REPLACE INTO inbox ")],
+           "crash.two-deliveries"),
+    mutant("a duplicate not logged", "crash-after-ack", "sink/inbox.py",
+           [("        con.execute(\n            \"INSERT INTO deliveries ",
+             "        if outcome != DUPLICATE:\n            con.execute(\n            \"INSERT INTO deliveries ")],
+           "crash.two-deliveries"),
+    mutant("inbox and inventory in separate commits", "receive-atomic", "sink/inbox.py",
+           [("                (event[\"id\"], event_digest, payload, now),\n            )\n",
+             "                (event[\"id\"], event_digest, payload, now),\n            )\n"
+             "            con.execute(\"COMMIT\")\n            con.execute(\"BEGIN IMMEDIATE\")\n")],
+           "receive.whole"),
+    mutant("receive does not validate", "receive-inbox", "sink/inbox.py",
+           [("import time\n", "import json\nimport time\n"),
+            ("    event, payload = validate_and_serialise(event)",
+             "    payload = json.dumps(event, sort_keys=True, separators=(\",\", \":\"))")],
+           "inbox.invalid"),
+    mutant("inventory overwritten, not added", "receive-inbox", "sink/inbox.py",
+           [("\"UPDATE inventory SET qty = qty + ? WHERE sku = ?\"", "\"UPDATE inventory SET qty = ? WHERE sku = ?\"")],
+           "inbox.adds"),
+    mutant("one inventory row per event, not per sku", "receive-inbox", "sink/inbox.py",
+           [("        sku TEXT PRIMARY KEY,\n", "        sku TEXT NOT NULL,\n"),
+            ("            cur = con.execute(\"UPDATE inventory SET qty = qty + ? WHERE sku = ?\", (event[\"qty\"], event[\"sku\"]))\n"
+             "            if cur.rowcount == 0:\n",
+             "            if True:\n")],
+           "inbox.one-row"),
+    mutant("the sink compares qty only", "receive-inbox", "sink/inbox.py",
+           [("import time\n", "import json\nimport time\n"),
+            ("        elif row[0] == event_digest:\n", "        elif json.loads(row[1])[\"qty\"] == event[\"qty\"]:\n")],
+           "inbox.conflict-sku"),
+    mutant("receive returns its outcome in capitals", "receive-inbox", "sink/inbox.py",
+           [("    return outcome\n", "    return outcome.upper()\n")], "inbox.applied"),
+    mutant("intake in two commits", "intake-atomic", "outbox/store.py",
+           [("                (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n            )\n",
+             "                (event[\"id\"], event[\"sku\"], event[\"qty\"], now),\n            )\n"
+             "            con.execute(\"COMMIT\")\n            con.execute(\"BEGIN IMMEDIATE\")\n")],
+           "atomic.both"),
+    mutant("conflict ACKed as a duplicate", "conflict", "sink/inbox.py",
+           [("            outcome = CONFLICT\n", "            outcome = DUPLICATE\n")], "conflict.publish-fails"),
+    mutant("conflict rolled back instead of committed", "conflict-committed", "sink/inbox.py",
+           [("            (event[\"id\"], outcome, event_digest, now),\n        )\n",
+             "            (event[\"id\"], outcome, event_digest, now),\n        )\n"
+             "        if outcome == CONFLICT:\n            raise Conflict(\"event %r conflicts\" % (event[\"id\"],))\n")],
+           "conflict.logged"),
+    mutant("validate_event returns its argument", "validate-event", "outbox/event.py",
+           [("    return {\"id\": event[\"id\"], \"sku\": event[\"sku\"], \"qty\": int(qty)}\n", "    return event\n")],
+           "validate.new"),
+    mutant("a bool accepted as qty", "validate-event", "outbox/event.py",
+           [("isinstance(qty, bool) or not isinstance", "not isinstance")], "validate.refused", "a bool qty"),
+    mutant("a trailing newline accepted ($ for \\Z)", "validate-event", "outbox/event.py", [("{0,63}\\Z\")", "{0,63}$\")")],
+           "validate.refused", "a trailing newline"),
+    mutant("non-ASCII letters and digits accepted (\\w)", "validate-event", "outbox/event.py",
+           [("r\"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\\Z\"", "r\"[^\\W_][\\w.:-]{0,63}\\Z\"")], "validate.refused", "a non-ASCII"),
+    mutant("65 characters accepted", "validate-event", "outbox/event.py", [("{0,63}\\Z\")", "{0,64}\\Z\")")],
+           "validate.refused", "65 characters"),
+    mutant("an extra key accepted", "validate-event", "outbox/event.py",
+           [("    if event.keys() != _FIELD_SET:", "    if not _FIELD_SET.issubset(event):")], "validate.refused", "an extra key"),
+    mutant("a refusal that names no field", "validate-event", "outbox/event.py",
+           [("raise InvalidEvent(\"qty must be an int from %d to %d, got %s\" % (QTY_MIN, QTY_MAX, _show(qty)))",
+             "raise InvalidEvent(\"invalid event: %s\" % _show(qty))")], "validate.names"),
+    mutant("intake does not validate", "intake-idempotent", "outbox/store.py",
+           [("\n    event, payload = validate_and_serialise(event)\n    with db.transaction(con):\n",
+             "\n    payload = json.dumps(event, sort_keys=True, separators=(\",\", \":\"))\n    with db.transaction(con):\n")],
+           "idem.invalid"),
+    mutant("intake returns True, not the seq", "intake-idempotent", "outbox/store.py",
+           [("            (event[\"id\"], payload, now),\n        )\n        return cur.lastrowid\n",
+             "            (event[\"id\"], payload, now),\n        )\n        return True\n")],
+           "idem.returns-seq"),
+    mutant("intake ignores a conflicting payload", "intake-idempotent", "outbox/store.py",
+           [("    if row[1] != payload:\n", "    if False:\n")], "idem.conflict"),
+    mutant("intake compares qty only", "intake-idempotent", "outbox/store.py",
+           [("    if row[1] != payload:\n", "    if json.loads(row[1])[\"qty\"] != json.loads(payload)[\"qty\"]:\n")],
+           "idem.conflict-sku"),
+    mutant("intake's repeat depends on key order", "intake-idempotent", "outbox/store.py",
+           [("\n    event, payload = validate_and_serialise(event)\n",
+             "\n    event, payload = validate_event(event), json.dumps(event, separators=(\",\", \":\"))\n")],
+           "idem.repeat-raised"),
+    mutant("outbox.payload not the event's JSON", "intake-idempotent", "outbox/store.py",
+           [("\n    event, payload = validate_and_serialise(event)\n",
+             "\n    event, payload = validate_and_serialise(event)\n    payload = repr(sorted(event.items()))\n")],
+           "rule.payload"),
+    mutant("mark_sent reports a sent row as newly marked", "mark-sent", "outbox/store.py",
+           [(" WHERE event_id = ? AND sent = 0\",", " WHERE event_id = ?\",")], "mark.true-false"),
+    mutant("mark_sent marks the head of the line", "mark-sent", "outbox/store.py",
+           [("\"UPDATE outbox SET sent = 1, sent_at = ? WHERE event_id = ? AND sent = 0\",",
+             "\"UPDATE outbox SET sent = 1, sent_at = ? WHERE seq = (SELECT min(seq) FROM outbox WHERE sent = 0)"
+             " AND ? IS NOT NULL\",")], "mark.only-b"),
+    mutant("an unknown id not refused", "mark-sent", "outbox/store.py",
+           [("            raise KeyError(\"no outbox row for event id %r\" % (event_id,))\n", "            return False\n")],
+           "mark.unknown"),
+    mutant("pending scans sent rows (no partial index)", "pending-cost", "outbox/store.py",
+           [("    \"CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL\",\n", "")],
+           "cost.flat"),
+    mutant("init_store returns a cursor", "durability", "outbox/store.py",
+           [("kind=\"source\", durability=durability\n    )\n", "kind=\"source\", durability=durability\n    ).cursor()\n")],
+           "impl.connection"),
+    mutant("the other side's DB accepted", "wrong-database", "outbox/db.py",
+           [("    if (found_app, found_version) != (application_id, version):\n", "    if False:\n")], "wrongdb.refused-open"),
+    mutant("another application's DB taken as new", "wrong-database", "outbox/db.py",
+           [("    if found_app == 0 and found_version == 0 and tables == 0:\n", "    if found_app == 0 and found_version == 0:\n")],
+           "wrongdb.refused-foreign"),
+    mutant("a text file refused with sqlite3's own error", "wrong-database", "outbox/db.py",
+           [("    except sqlite3.DatabaseError as exc:\n        raise WrongDatabase(\"%r is not a %s DB of this kit: %s\" % (path, kind, exc)) from None\n",
+             "    except ZeroDivisionError:\n        raise\n")],
+           "wrongdb.refused-text"),
+    mutant("the look reads the main file only (immutable=1)", "wrong-database", "outbox/db.py",
+           [("    is_new = _look(con, path, application_id=application_id, version=version, kind=kind)\n",
+             "    peek = sqlite3.connect(\"file:%s?immutable=1\" % urllib.parse.quote(os.path.abspath(path)), uri=True)\n"
+             "    try:\n"
+             "        is_new = _look(peek, path, application_id=application_id, version=version, kind=kind)\n"
+             "    finally:\n"
+             "        peek.close()\n"),
+            ("            if con.execute(\"PRAGMA application_id\").fetchone()[0] == 0:\n", "            if True:\n")],
+           "wrongdb.refused-open"),
+    mutant("a 0-byte file refused", "wrong-database", "outbox/db.py",
+           [("    if os.path.isdir(path):\n",
+             "    if os.path.isdir(path) or (os.path.isfile(path) and os.path.getsize(path) == 0):\n")],
+           "wrongdb.new-empty"),
+    mutant("no WAL", "durability", "outbox/db.py",
+           [("    mode = con.execute(\"PRAGMA journal_mode = WAL\").fetchone()[0]\n", "    mode = \"wal\"\n")], "durable.wal"),
+    mutant("synchronous=OFF", "durability", "outbox/db.py",
+           [("\"full\": \"PRAGMA synchronous = FULL\"", "\"full\": \"PRAGMA synchronous = OFF\"")], "durable.full"),
 )
+BY_MISTAKE = {m.mistake: m for m in MUTANTS}
 
 
 class StalePatch(Exception):
@@ -124,9 +316,27 @@ def make_mutant(root, mistake, edits, path):
 
 
 def judge(folder, mutant):
-    """Grade one mutant with the check aimed at it; return (mistake, check, exit status, that check's result)."""
-    mistake, check, path, edits = mutant
-    worker = make_mutant(folder, mistake, edits, path)
-    status, out, err = grade("--impl", worker, "-k", check, "--json", "--timeout", "8")
+    """Grade one mutant with the check aimed at it and its `also` checks, in one grade.py run.
+
+    Returns (mutant, exit status, {check name: that check's result}).
+    """
+    worker = make_mutant(folder, mutant.mistake, mutant.edits, mutant.path)
+    checks = [mutant.check] + [check for check, _ in mutant.also]
+    status, out, err = grade("--impl", worker, "--json", "--timeout", "8", *[arg for c in checks for arg in ("-k", c)])
     report = json.loads(out)
-    return mistake, check, status, report["checks"][0]
+    return mutant, status, {result["name"]: result for result in report["checks"]}
+
+
+def message_ids(message):
+    """Every message id in a message and in the messages among its fields."""
+    found = {message["id"]}
+    for value in message["fields"].values():
+        if isinstance(value, dict) and "id" in value and "fields" in value:
+            found |= message_ids(value)
+    return found
+
+
+def says(result, message_id, words=None):
+    """Whether a check's result holds the message `message_id` (expected or observed) and `words` in its English text."""
+    ids = message_ids(result["expected_message"]) | message_ids(result["observed_message"])
+    return message_id in ids and (words is None or words in result["expected"] + " " + result["observed"])

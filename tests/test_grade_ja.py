@@ -37,13 +37,13 @@ NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.
 IDENTIFIERS = set(NAMES) | {
     # tables, columns, functions and parameters of the worker's contract; the sku of the scenarios
     "orders", "outbox", "inbox", "deliveries", "inventory", "seq", "sent", "payload", "qty", "sku", "limit",
-    "pending", "dispatch", "send", "receive", "intake", "snack",
+    "pending", "dispatch", "send", "receive", "intake", "id", "snack", "apple",
     # Python and JSON literals and types; exception classes, by the name the grader judges them by
     "True", "False", "None", "true", "false", "dict", "str", "int", "bool", "float",
     "NoAnswer", "UntrustedAck", "DeliveryError", "NotAcknowledged", "Conflict", "WrongDatabase", "ValueError",
     "KeyError", "NotImplementedError",
     # SQL and SQLite words, protocol and product names, as Japanese technical writing keeps them
-    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "SQLite", "ACK", "DB", "ID", "HTTP", "JSON", "URL", "OS",
+    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "EXTRA", "SQLite", "ACK", "DB", "ID", "HTTP", "JSON", "URL", "OS",
     "loopback",
     # the lab's own words for what it leaves out (claim・lease・fencing), and a page's title (「Atomic Commit」)
     "claim", "lease", "fencing", "Atomic", "Commit",
@@ -124,7 +124,7 @@ class JapaneseTableTest(unittest.TestCase):
         self.assertEqual(messages.terms("ja", []), "なし")
         self.assertEqual(messages.term("ja", "2 rows"), "2 rows")  # a value with no term is shown as it is
         self.assertEqual(messages.text("ja", "wrongdb.refused", opener="init_store", kind="sink"),
-                         "倉庫DBに対する init_store が WrongDatabase を送出すること")
+                         "倉庫DBに対する init_store が WrongDatabase を送出し、ファイルを変えないこと")
         self.assertEqual(messages.text("en", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
                                        inventory=7, outbox="sent"),
                          "deliveries ['applied', 'duplicate'], inventory 7, outbox sent")

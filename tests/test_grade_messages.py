@@ -22,7 +22,7 @@ from tests.grade_mutants import GRADE, grade
 from tests.support import ROOT, TempDirTestCase, python_env
 
 sys.path.insert(0, ROOT)
-from grader import child, common, messages  # noqa: E402
+from grader import child, common, messages, scenarios  # noqa: E402
 from grader.registry import CHECKS, NAMES  # noqa: E402
 
 
@@ -60,7 +60,10 @@ class MessageTableTest(unittest.TestCase):
         used |= set(common.EXCEPTION_RULES.values())
         used |= {check.proves for check in CHECKS}
         used |= {"verdict." + status for status in ("pass", "fail", "error")}
-        used |= {"case." + name for name in ("wrong-id", "oversized", "ack-string", "redirect")}
+        used |= {"case." + name for name, _ in scenarios.UNTRUSTED} | {"case.redirect"}
+        used |= {"case." + name for name, _, _ in scenarios.ACK_CASES}
+        used |= {mutant.message for mutant in grade_mutants.MUTANTS}
+        used |= {message for mutant in grade_mutants.MUTANTS for _, message in mutant.also}
         used = {message_id for message_id in used if not message_id.endswith(".")}  # prefixes, completed above
         self.assertGreater(len(used), 150)
         self.assertEqual(sorted(used - set(messages.MESSAGES["en"])), [])
@@ -113,7 +116,7 @@ class RegistryTest(unittest.TestCase):
                 self.assertEqual(rows, [(check.name, messages.text(lang, check.proves)) for check in CHECKS])
 
     def test_every_new_rule_has_a_mutant(self):
-        aimed = {check for _, check, _, _ in grade_mutants.MUTANTS}
+        aimed = {mutant.check for mutant in grade_mutants.MUTANTS}
         for name in ("url-rule", "send-timeout", "pending-cost", "conflict-committed", "wrong-database", "durability",
                      "validate-event", "intake-idempotent"):
             self.assertIn(name, aimed)
@@ -166,7 +169,8 @@ class ReadOnlyCheckoutTest(TempDirTestCase):
         original = grade_mutants.ROOT
         grade_mutants.ROOT = checkout
         try:
-            worker = grade_mutants.make_mutant(self.path("mutant"), "order by id", grade_mutants.MUTANTS[2][3], "outbox/store.py")
+            worker = grade_mutants.make_mutant(self.path("mutant"), "order by id", grade_mutants.BY_MISTAKE["order by id"].edits,
+                                               "outbox/store.py")
         finally:
             grade_mutants.ROOT = original
         with open(os.path.join(self.path("mutant"), "outbox", "store.py"), encoding="utf-8") as f:

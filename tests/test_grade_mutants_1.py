@@ -1,29 +1,43 @@
-"""grade.py must be able to fail: the first half of the mutants (tests/grade_mutants.py), each killed by its check."""
+"""grade.py must be able to fail: a third of the mutants (tests/grade_mutants.py), each killed by its check.
+
+Each mutant breaks one rule of docs/rules.md. The check aimed at it must
+fail, with the message that names that rule (and, for its `also` checks,
+the message that names the earlier function at fault). One grade.py run per
+mutant, with -k on exactly those checks; tests/test_grade_mutants_2.py and
+_3.py take the other thirds, each in a worker process of its own.
+"""
 import concurrent.futures
 import unittest
 
 from tests import grade_mutants
 from tests.support import TempDirTestCase
 
-PART = 0  # this module grades MUTANTS[PART::PARTS]; tests/test_grade_mutants_2.py the rest, in a process of its own
-PARTS = 2
+PART = 0  # this module grades MUTANTS[PART::PARTS]
+PARTS = 3
 
 
 class MutantTest(TempDirTestCase):
     part = PART
 
-    def test_every_mutant_fails_the_check_that_targets_it(self):
+    def test_every_mutant_fails_the_check_that_targets_it_with_its_message(self):
         mutants = grade_mutants.MUTANTS[self.part::PARTS]
         with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
             verdicts = list(pool.map(lambda pair: grade_mutants.judge(self.path("m%02d" % pair[0]), pair[1]),
                                      enumerate(mutants)))
-        escaped = ["%s (%s: %s)" % (mistake, check, result["observed"])
-                   for mistake, check, status, result in verdicts if result["ok"] or status != 1]
+        escaped = ["%s (%s: %s)" % (mutant.mistake, mutant.check, results[mutant.check]["observed"])
+                   for mutant, status, results in verdicts if results[mutant.check]["ok"] or status != 1]
         self.assertEqual(escaped, [], "mutants the grader did not catch")
-        for mistake, check, status, result in verdicts:
-            self.assertEqual(result["name"], check)
-            self.assertEqual(result["status"], "fail", mistake)
-            self.assertNotIn("grader error", result["observed"], mistake)
+        for mutant, status, results in verdicts:
+            with self.subTest(mistake=mutant.mistake):
+                for check, message, words in [(mutant.check, mutant.message, mutant.words)] + [
+                        (check, message, None) for check, message in mutant.also]:
+                    result = results[check]
+                    self.assertEqual(result["status"], "fail", check)
+                    self.assertNotIn("grader error", result["observed"], check)
+                    self.assertTrue(grade_mutants.says(result, message, words),
+                                    "%s should say %s%s; it said: %s / %s" % (
+                                        check, message, " (%r)" % words if words else "", result["expected"],
+                                        result["observed"]))
 
 
 if __name__ == "__main__":

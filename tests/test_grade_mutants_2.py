@@ -1,14 +1,14 @@
-"""grade.py must be able to fail: the second half of the mutants (tests/grade_mutants.py), each killed by its check.
+"""grade.py must be able to fail: the mutants MUTANTS[1::3] (tests/grade_mutants.py), each killed by its check.
 
-The same test as tests/test_grade_mutants_1.py, on the other half, in a worker
-process of its own so the two halves run in parallel.
+The same test as tests/test_grade_mutants_1.py, on another third, in a worker
+process of its own so the thirds run in parallel.
 """
 import unittest
 
-from tests import test_grade_mutants_1 as first_half
+from tests import test_grade_mutants_1 as first_part
 
 
-class MutantTest(first_half.MutantTest):
+class MutantTest(first_part.MutantTest):
     part = 1
 
 

@@ -234,9 +234,9 @@ class QuizRunTest(TempDirTestCase):
 
     def test_a_kit_whose_own_scenario_fails_has_nothing_to_quiz_about(self):
         # A copy of the whole kit, grader included, whose dispatch marks sent before sending.
-        mistake, check, path, edits = grade_mutants.MUTANTS[0]
-        self.assertEqual(check, "crash-after-ack")
-        grade_mutants.make_mutant(self.tmp, mistake, edits, path)
+        mutant = grade_mutants.MUTANTS[0]
+        self.assertEqual(mutant.check, "crash-after-ack")
+        grade_mutants.make_mutant(self.tmp, mutant.mistake, mutant.edits, mutant.path)
         shutil.copytree(os.path.join(ROOT, "grader"), self.path("grader"), ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(GRADE, self.path("grade.py"))
         environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}

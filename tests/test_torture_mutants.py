@@ -23,7 +23,7 @@ CAUGHT = (
 
 class MutantsAreCaughtTest(TempDirTestCase):
     def test_each_mutant_breaks_an_invariant_of_the_run_aimed_at_it(self):
-        mutants = {mistake: (path, edits) for mistake, _, path, edits in MUTANTS}
+        mutants = {mutant.mistake: (mutant.path, mutant.edits) for mutant in MUTANTS}
         calls = []
         for number, (mistake, (key, mode, index), _) in enumerate(CAUGHT):
             root = self.path("mutant-%d" % number)
