@@ -47,7 +47,8 @@ class StatusFiguresTest(TempDirTestCase):
         for event_id in ("a-1", "b-2", "c-3"):
             self.assertEqual(outbox("intake", "--db", db, "--id", event_id, "--sku", "snack", "--qty", "1").returncode, 0)
         empty = status_json(db)
-        self.assertEqual(empty["head"], {"id": "a-1", "seq": 1, "attempts": 0, "last_error": None})
+        self.assertEqual(empty["head"], {"id": "a-1", "seq": 1, "attempts": 0, "permanent_failures": 0,
+                                         "last_error": None, "last_error_kind": None})
         with LoopbackServer(ack_all_but("b-2")) as sink:
             for _ in range(2):
                 self.assertEqual(outbox("dispatch", "--db", db, "--url", sink.url()).returncode, 1)
@@ -144,7 +145,7 @@ class RetentionAndStateTest(TempDirTestCase):
             (["purge", "--db", self.path("missing.db"), "--sent-before", "0s"], 1, "no source DB"),
             (["evidence", "ghost", "--db", db], 1, "no order row"),
             (["evidence", "a", "--db", db, "--sink", self.path("missing.db")], 1, "no sink DB"),
-            (["relay", "--db", db, "--url", "http://example.com/events", "--once"], 1, "loopback"),
+            (["relay", "--db", db, "--url", "http://example.com/events", "--once"], 2, "loopback"),
             (["relay", "--db", db, "--url", "http://127.0.0.1:1/events", "--max-attempts", "0"], 2, "--max-attempts"),
             (["status", "--db", db, "--json", "--prometheus"], 2, "not allowed"),
         )
@@ -168,7 +169,7 @@ class RetentionAndStateTest(TempDirTestCase):
             self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
         self.assertEqual(file_bytes(db), before)
         result = outbox("upgrade", "--db", db)
-        self.assertEqual((result.returncode, result.stdout.strip()), (0, "source DB %s is at schema 2" % db))
+        self.assertEqual((result.returncode, result.stdout.strip()), (0, "source DB %s is at schema 3" % db))
         figures = status_json(db)
         self.assertEqual((figures["pending"], figures["sent"]), (1, 1))
         self.assertEqual(figures["head"]["id"], "a-1")
@@ -191,7 +192,7 @@ class HelpTest(TempDirTestCase):
             for command in commands:
                 self.assertIn("python -m %s %s" % (package, command), readme)
         relay_help = " ".join(outbox("relay", "--help").stdout.split())  # argparse wraps where it likes
-        for default in ("(default: 5)", "(default: 0.5)", "(default: 30.0)", "(default: 16)"):
+        for default in ("(default: 5)", "(default: 0.5)", "(default: 10.0)", "(default: 16)"):
             self.assertIn(default, relay_help)
 
 

@@ -42,7 +42,7 @@ class CrashAfterAckLadderTest(TempDirTestCase):
         stage = json.loads(self.ladder("--sink", sink_db, "--json").stdout)
         self.assertEqual(stage["order"]["qty"], 7)
         self.assertEqual((stage["outbox"]["state"], stage["outbox"]["attempts"]), ("pending", 0))
-        self.assertEqual(stage["sink"], {"inbox": "absent", "payload_matches": None,
+        self.assertEqual(stage["sink"], {"inbox": "absent", "payload": None, "payload_matches": None,
                                          "deliveries": {"count": 0, "outcomes": {}}})
         self.assertIn("waiting for delivery", stage["reading"])
 
@@ -51,8 +51,8 @@ class CrashAfterAckLadderTest(TempDirTestCase):
         stage = json.loads(self.ladder("--sink", sink_db, "--json").stdout)
         self.assertEqual((stage["outbox"]["state"], stage["outbox"]["attempts"], stage["outbox"]["last_error"]),
                          ("pending", 1, None))
-        self.assertEqual(stage["sink"], {"inbox": "present", "payload_matches": True,
-                                         "deliveries": {"count": 1, "outcomes": {"applied": 1}}})
+        self.assertEqual(stage["sink"], {"inbox": "present", "payload": '{"id":"snack-7","qty":7,"sku":"snack"}',
+                                         "payload_matches": True, "deliveries": {"count": 1, "outcomes": {"applied": 1}}})
         self.assertEqual(stage["reading"], "applied at the sink, not marked sent: a re-dispatch is safe and will "
                                            "be a duplicate; do not delete")
         text = self.ladder("--sink", sink_db).stdout.splitlines()

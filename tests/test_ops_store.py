@@ -1,4 +1,7 @@
-"""Issue 7, in process: schema upgrade, attempt records, quarantine and requeue, purge, backoff, metrics text."""
+"""Issue 7, in process: schema upgrade, attempt records, quarantine and requeue, purge, backoff, metrics text.
+
+The relay's loop in process is tests/test_ops_relay_loop.py.
+"""
 import ast
 import glob
 import os
@@ -9,9 +12,9 @@ import time
 import unittest
 
 from outbox import db, dispatch, init_store, intake, intake_many, mark_sent, pending
-from outbox import backoff, prometheus, relay, retention, store
+from outbox import backoff, prometheus, retention, store
 from outbox.cli_ops import render_status
-from outbox.errors import Conflict, NoAnswer, OutboxError, WrongDatabase
+from outbox.errors import Conflict, OutboxError, WrongDatabase
 from sink import inbox, metrics
 from tests.support import ROOT, TempDirTestCase, build_v1, file_bytes, parse_prometheus
 
@@ -26,7 +29,7 @@ class UpgradeTest(TempDirTestCase):
         build_v1(path, ["z-1", "a-1", "m-1"], sent=["z-1"])
         con = init_store(path)
         self.addCleanup(con.close)
-        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 2)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 3)
         self.assertEqual(con.execute("SELECT seq, event_id, sent FROM outbox ORDER BY seq").fetchall(),
                          [(1, "z-1", 1), (2, "a-1", 0), (3, "m-1", 0)])
         self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 3)
@@ -61,10 +64,10 @@ class UpgradeTest(TempDirTestCase):
         self.assertEqual(file_bytes(path), before)
 
     def test_a_newer_file_is_refused_byte_for_byte_unchanged(self):
-        path = self.path("v3.db")
+        path = self.path("newer.db")
         init_store(path).close()
         con = sqlite3.connect(path, isolation_level=None)
-        con.execute("PRAGMA user_version = 3")
+        con.execute("PRAGMA user_version = %d" % (store.SCHEMA_VERSION + 1))
         con.close()
         before = file_bytes(path)
         for opener in (init_store, store.open_store_readonly):
@@ -153,7 +156,7 @@ class QuarantineTest(TempDirTestCase):
         self.assertEqual([e["id"] for e in pending(con)], ["d", "a", "e"])
         self.assertEqual(pending(con)[1], ev("a", qty=3))
         self.assertEqual(con.execute("SELECT qty FROM orders WHERE id = 'a'").fetchone()[0], 3)
-        _, row = store.observe(con, "a")
+        _, row, _ = store.observe(con, "a")
         self.assertEqual(row["quarantine"]["seq"], 1)
         self.assertEqual(row["quarantine"]["new_seq"], 5)
         self.assertEqual(row["quarantine"]["overtaken_by"], [2, 3])
@@ -208,56 +211,6 @@ class QuarantineTest(TempDirTestCase):
             with self.assertRaises(ValueError) as caught:
                 retention.parse_duration(bad)
             self.assertIn("30s, 15m, 12h, 7d", str(caught.exception))
-
-
-class RelayLoopTest(TempDirTestCase):
-    """relay.run in process, with a plain send and no sleeping: rand() is 0, so every backoff wait is 0."""
-
-    def setUp(self):
-        super().setUp()
-        self.con = init_store(self.path("s.db"))
-        self.addCleanup(self.con.close)
-        for event_id in ("a", "b", "c"):
-            intake(self.con, ev(event_id))
-
-    def relay(self, send, stop=lambda: False, **options):
-        settings = dict(stop=stop, limit=16, max_attempts=3, base_delay=10.0, max_delay=10.0, once=True, poll=0.0,
-                        progress=lambda *args: None, rand=lambda: 0.0)
-        settings.update(options)
-        return relay.run(self.con, send, **settings)
-
-    def test_a_stuck_head_raises_the_alert_after_max_attempts_and_nothing_is_skipped(self):
-        sent = []
-
-        def send(event):
-            sent.append(event["id"])
-            raise NoAnswer("sink down")
-
-        with self.assertRaises(relay.HeadStuck) as caught:
-            self.relay(send)
-        self.assertEqual(sent, ["a", "a", "a"])
-        self.assertIn("'a'", str(caught.exception))
-        self.assertIn("NoAnswer: sink down", str(caught.exception))
-        self.assertEqual(store.figures(self.con)["pending"], 3)
-        with self.assertRaises(relay.HeadStuck):
-            self.relay(send)  # started again: the alert at once, no fourth attempt
-        self.assertEqual(sent, ["a", "a", "a"])
-
-    def test_the_stop_flag_lets_the_item_in_flight_be_marked_and_sends_no_other(self):
-        sent = []
-
-        def send(event):
-            sent.append(event["id"])
-            return True
-
-        self.assertEqual(self.relay(send, stop=lambda: bool(sent), once=False), 1)
-        self.assertEqual(sent, ["a"])
-        self.assertEqual([e["id"] for e in pending(self.con)], ["b", "c"])
-        self.assertIn("Stopping", store.head(self.con)["last_error"])
-
-    def test_once_delivers_everything_then_returns(self):
-        self.assertEqual(self.relay(lambda event: True, limit=2), 3)
-        self.assertEqual(store.figures(self.con)["pending"], 0)
 
 
 class BackoffTest(unittest.TestCase):
