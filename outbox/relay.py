@@ -88,7 +88,7 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     a send, for a head that reached it before this run). `say(line)` gets one
     line per change of state (the sink unreachable, back), one per permanent
     failure, and progress at most once per PROGRESS_EVERY seconds while items
-    are delivered or fail. `on_round(tally)` is called after every round with
+    are delivered. `on_round(tally)` is called after every round with
     the Tally (pass `tally` to keep one across runs). The count returned, and
     tally.sent, are right however a round ended: the items a failed batch
     marked before its failure are counted.
@@ -206,25 +206,29 @@ class _Outage:
 
 
 class _Progress:
-    """One progress line at most every PROGRESS_EVERY seconds, and only when something was delivered or failed.
+    """One progress line at most every PROGRESS_EVERY seconds, and only while items are delivered.
 
-    Its rate is over the interval since the last line (or the start), not an average since the start.
+    Its rate is over the interval since the last line, not an average since
+    the start; a round that delivered nothing (idle, or failing: those have
+    lines of their own) starts the interval again.
     """
 
     def __init__(self, con, say, clock, tally):
         self.con, self.say, self.clock = con, say, clock
         self.at = clock.monotonic()
-        self.sent, self.failed = tally.sent, tally.failed()  # the tally at the last line, or at the start
+        self.sent = tally.sent  # the count at the last line, or at the start
 
     def maybe(self, tally):
         now = self.clock.monotonic()
-        sent, failed = tally.sent, tally.failed()
-        if now - self.at < PROGRESS_EVERY or (sent, failed) == (self.sent, self.failed):
-            return  # too soon, or idle since the last line: nothing to say
-        rate = (sent - self.sent) / (now - self.at)
+        if tally.sent == self.sent:
+            self.at = now  # nothing delivered since the last line: nothing to say yet
+            return
+        if now - self.at < PROGRESS_EVERY:
+            return
         self.say("relay: delivered %d, failed %d, pending %d, %.1f events/s over the last %.1f s" % (
-            sent, failed, store.figures(self.con)["pending"], rate, now - self.at))
-        self.at, self.sent, self.failed = now, sent, failed
+            tally.sent, tally.failed(), store.figures(self.con)["pending"], (tally.sent - self.sent) / (now - self.at),
+            now - self.at))
+        self.at, self.sent = now, tally.sent
 
 
 def _wait(seconds, stop, clock):

@@ -210,6 +210,8 @@ class TransientFailureTest(RelayTestCase):
         self.assertGreater(waited, 40 * 2.0)  # most waits at the cap: 4 s * 0.5
         self.assertLess(waited, 51 * 2.0 + EPS)
         self.assertEqual(self.head(), None)
+        # The outage has its two lines and nothing between them: no progress line while nothing is delivered.
+        self.assertEqual([line.split(" ")[1] for line in self.lines], ["sink", "sink", "delivered"], self.lines)
 
     def test_give_up_after_is_the_alert_for_an_outage_and_a_restart_tries_again(self):
         clock = FakeClock()
