@@ -14,7 +14,7 @@ import unittest
 from outbox import db, dispatch, init_store, intake, intake_many, mark_sent, pending
 from outbox import backoff, prometheus, retention, store
 from outbox.cli_ops import render_status
-from outbox.errors import Conflict, NotAcknowledged, OutboxError, WrongDatabase
+from outbox.errors import Conflict, NotAcknowledged, OutboxError, UntrustedAck, WrongDatabase
 from sink import inbox, metrics
 from tests.support import ROOT, TempDirTestCase, build_v1, file_bytes, parse_prometheus
 
@@ -243,6 +243,20 @@ class HistoryTest(TempDirTestCase):
         self.assertEqual(records[0]["corrected_payload"], '{"id":"a","qty":4,"sku":"snack"}')
         _, row, _ = store.observe(con, "a")
         self.assertEqual(row["quarantine"]["reason"], "second")  # the latest, as before
+
+    def test_a_requeued_item_starts_with_no_refusals_and_the_record_keeps_them(self):
+        con = self.con
+        refusal = UntrustedAck("POST: status 409; not marking it sent", kind="conflict")
+        for _ in range(2):
+            with self.assertRaises(UntrustedAck):
+                dispatch(con, lambda event: (_ for _ in ()).throw(refusal))
+        self.assertEqual(store.head(con)["permanent_failures"], 2)
+        store.quarantine(con, "a", "refused")
+        store.requeue(con, "a")
+        _, row, history = store.observe(con, "a")
+        self.assertEqual((row["attempts"], row["permanent_failures"], row["last_error"], row["last_error_kind"]),
+                         (0, 0, None, None))
+        self.assertEqual(history["quarantines"][0]["attempts"], 2)
 
     def test_a_requeue_without_a_correction_records_no_payloads(self):
         store.quarantine(self.con, "a", "x")
