@@ -164,6 +164,9 @@ def _look(con, path, *, application_id, version, kind):
         found_app = con.execute("PRAGMA application_id").fetchone()[0]
         found_version = con.execute("PRAGMA user_version").fetchone()[0]
         tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.OperationalError as exc:  # cannot open or read it: says nothing about what it is
+        raise OutboxError("cannot open %s DB %r: %s; a command that writes to it needs write access to the file "
+                          "and to its directory %s" % (kind, path, exc, os.path.dirname(os.path.abspath(path)))) from None
     except sqlite3.DatabaseError as exc:
         raise WrongDatabase("%r is not a %s DB of this kit: %s" % (path, kind, exc)) from None
     if found_app == 0 and found_version == 0 and tables == 0:

@@ -13,7 +13,7 @@ from .event import canonical, validate_event
 
 
 class UnknownId(LookupError):
-    """Neither an order row, an outbox row nor an operator's record carries the id."""
+    """Neither an order row nor an outbox row carries the id."""
 
 
 def gather(source_con, event_id, sink_con=None, *, max_attempts=relay.DEFAULT_MAX_ATTEMPTS):

@@ -157,6 +157,19 @@ class ReadOnlyDirectoryTest(TempDirTestCase):
                 self.assertIn(words, text)
         self.assertEqual(self.snapshot(), before)
 
+    def test_a_command_that_writes_says_what_it_needs_and_changes_nothing(self):
+        self.read_only()
+        before = self.snapshot()
+        for args in (["quarantine", "b-2", "--db", self.source, "--reason", "x"], ["retry", "b-2", "--db", self.source],
+                     ["relay", "--db", self.source, "--url", "http://127.0.0.1:9/events", "--once"]):
+            with self.subTest(command=args[0]):
+                result = self.run_as_reader("-m", "outbox", *args)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+                self.assertIn("needs write access to the file and to its directory %s" % self.data, result.stderr)
+                self.assertNotIn("is not a source DB", result.stderr)
+        self.assertEqual(self.snapshot(), before)
+
     def test_in_a_writable_directory_no_file_is_created_either(self):
         self.assert_every_read_works_and_creates_nothing()
 
