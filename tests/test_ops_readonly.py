@@ -19,7 +19,7 @@ import unittest
 
 from outbox import init_store, intake_many, mark_sent, store
 from sink import inbox
-from tests.support import ROOT, TempDirTestCase, file_bytes, python_env, tree_listing
+from tests.support import TempDirTestCase, file_bytes, python_env, tree_listing
 
 CAPABILITIES_THAT_IGNORE_MODES = "-dac_override,-dac_read_search,-fowner"
 
