@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: test test-all grade bench torture
+.PHONY: test test-all grade bench torture mutate-ops
 test:
 	$(PYTHON) tests/run.py
 
@@ -18,3 +18,7 @@ bench:
 # issue 9's crash matrix and seeded soak; SEED=n reproduces a soak schedule
 torture:
 	$(PYTHON) -m tests.torture $(if $(SEED),--seed $(SEED))
+
+# issue 18: mutants of the operator code against the tests that cover them (minutes; not in make test or CI)
+mutate-ops:
+	$(PYTHON) tests/mutate_ops.py

@@ -2,9 +2,10 @@
 
 The edge where errors become one line on stderr and an exit status; the
 library below it raises and never prints or exits. Every argument is checked
-before any file is created or any request is sent, and every connection a
-command opens is closed before it returns. The operator's commands (status,
-evidence, quarantine, requeue, relay, purge, upgrade) live in outbox.cli_ops.
+while parsing (outbox.cli_args), before any file is created or any request
+is sent, and every connection a command opens is closed before it returns.
+The operator's commands (status, evidence, quarantined, quarantine, requeue,
+retry, purge, upgrade) live in outbox.cli_ops, the relay in outbox.cli_relay.
 """
 import argparse
 import contextlib
@@ -14,11 +15,11 @@ import sqlite3
 import sys
 
 from . import cli_ops, store
+from .cli_args import UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
 from .dispatch import dispatch
 from .errors import OutboxError
 from .event import validate_event
-from .relay import HeadStuck
-from .sender import check_timeout, check_url, send_http
+from .sender import send_http
 
 PROG = "outbox"
 EXIT_OK = 0
@@ -28,8 +29,9 @@ EXIT_ALERT = 3
 EXIT_INTERRUPTED = 130
 EXIT_STATUSES = (
     "exit status: 0 done; 1 refused (an invalid event, an unusable DB, a failed delivery, an unknown or "
-    "wrong-state id); 2 bad arguments; 3 relay alert (the head item reached --max-attempts); 130 Ctrl-C "
-    "(a command other than relay)."
+    "wrong-state id); 2 bad arguments; 3 relay alert (the sink refused the head item --max-attempts times, or "
+    "did not answer for --give-up-after); 130 Ctrl-C (a command other than relay). status --check: 0 OK, "
+    "1 WARNING, 2 CRITICAL, 3 UNKNOWN."
 )
 
 
@@ -54,18 +56,18 @@ def build_parser():
     take.add_argument("--id", required=True, help="event id, e.g. snack-7")
     take.add_argument("--sku", required=True, help="stock-keeping unit, e.g. snack")
     take.add_argument("--qty", required=True, type=int, help="quantity, 1-1000000")
-    cli_ops.add_durability_flag(take)
+    add_durability_flag(take)
 
     show = command("pending", _pending, "print unsent events in intake order (read-only)")
     show.add_argument("--db", required=True, help="existing source DB")
-    show.add_argument("--limit", type=int, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
+    show.add_argument("--limit", type=limit_arg, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
 
     send = command("dispatch", _dispatch, "deliver one batch to a sink, marking each item after its ACK")
     send.add_argument("--db", required=True, help="existing source DB")
-    send.add_argument("--url", required=True, help="the sink, e.g. http://127.0.0.1:8765/events")
-    send.add_argument("--limit", type=int, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
-    send.add_argument("--timeout", type=float, default=5.0, help="seconds per delivery (default: %(default)s)")
-    cli_ops.add_durability_flag(send)
+    send.add_argument("--url", required=True, type=url_arg, help="the sink, e.g. http://127.0.0.1:8765/events")
+    send.add_argument("--limit", type=limit_arg, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
+    send.add_argument("--timeout", type=timeout_arg, default=5.0, help="seconds per delivery (default: %(default)s)")
+    add_durability_flag(send)
 
     cli_ops.add_commands(command)
     return parser
@@ -86,8 +88,6 @@ def _pending(args):
 
 
 def _dispatch(args):
-    check_url(args.url)
-    check_timeout(args.timeout)
     if not os.path.isfile(args.db):
         raise OutboxError("no source DB at %r (intake creates one)" % args.db)
 
@@ -101,17 +101,20 @@ def _dispatch(args):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         return args.run(args) or EXIT_OK
+    except UsageError as exc:
+        parser.exit(EXIT_USAGE, "%s: error: %s\n" % (PROG, exc))
     except KeyboardInterrupt:
         print("%s: interrupted; whatever was not marked sent is still pending" % PROG, file=sys.stderr)
         return EXIT_INTERRUPTED
-    except HeadStuck as exc:
-        print("%s: %s" % (PROG, exc), file=sys.stderr)
-        return EXIT_ALERT
     except sqlite3.Error as exc:
         print("%s: error: source DB %r: %s" % (PROG, args.db, exc), file=sys.stderr)
+        return EXIT_REFUSED
+    except RecursionError:
+        print("%s: error: input nested too deeply to read" % PROG, file=sys.stderr)
         return EXIT_REFUSED
     except (OutboxError, ValueError, LookupError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, LookupError) and exc.args else exc

@@ -1,23 +1,23 @@
-"""The operator's commands of `python -m outbox`: status, evidence, quarantine, requeue, relay, purge, upgrade.
+"""The operator's commands of `python -m outbox`: status, evidence, quarantined, quarantine, requeue, retry, purge, upgrade.
 
 Each command parses nothing itself (outbox.cli builds the parser and maps
 errors to exit statuses), opens what it needs, closes it before it returns,
-and prints data on stdout; the relay's progress and alert go to stderr.
+and prints data on stdout. The relay's command is outbox.cli_relay, the
+argument types every command shares outbox.cli_args.
 """
-import argparse
 import contextlib
 import json
 import os
-import signal
+import sqlite3
 import sys
 import time
 
-from . import db, evidence, prometheus, relay, retention, sinkview, store
+from . import cli_relay, evidence, nagios, prometheus, relay, retention, sinkview, store
+from .cli_args import UsageError, count_arg, duration_arg, positive_int, reason_arg
 from .errors import OutboxError
 from .event import loads_strict
-from .sender import check_timeout, check_url, send_http
 
-RELAY_POLL = 0.5  # seconds between looks at an empty pending line
+DEFAULT_MAX_AGE = "5m"  # status --check: CRITICAL once the oldest pending item waited longer
 
 
 def add_commands(command):
@@ -25,49 +25,55 @@ def add_commands(command):
     status = command("status", run_status, "what to watch: pending, sent, quarantined, oldest pending age, the head "
                      "item and its attempts (read-only)")
     status.add_argument("--db", required=True, help="existing source DB")
-    _formats(status, prometheus_too=True)
+    formats = _formats(status, prometheus_too=True)
+    formats.add_argument("--check", action="store_true", help="one line and an exit status by the Nagios/Icinga "
+                         "plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
+    status.add_argument("--max-age", type=duration_arg, metavar="DURATION", help="with --check: CRITICAL when the "
+                        "oldest pending item waited longer (default: %s)" % DEFAULT_MAX_AGE)
+    status.add_argument("--max-quarantined", type=count_arg, metavar="N", help="with --check: WARNING when more "
+                        "items are quarantined (default: 0)")
 
     ladder = command("evidence", run_evidence, "the evidence ladder for one id: order row, outbox row, sink inbox "
-                     "row, sink deliveries, each observed on its own, then one reading (read-only)")
+                     "row, sink deliveries, the operator's history, each observed on its own, then one reading "
+                     "(read-only)")
     ladder.add_argument("id", help="event id")
     ladder.add_argument("--db", required=True, help="existing source DB")
     ladder.add_argument("--sink", metavar="SINKDB", help="the sink DB to look into, read-only (default: not observed)")
+    ladder.add_argument("--max-attempts", type=positive_int, default=relay.DEFAULT_MAX_ATTEMPTS, metavar="N",
+                        help="the relay's --max-attempts, for the reading (default: %(default)s)")
     _formats(ladder, prometheus_too=False)
+
+    listing = command("quarantined", run_quarantined, "every item out of the pending line: seq, id, reason, age, "
+                      "attempts (read-only)")
+    listing.add_argument("--db", required=True, help="existing source DB")
+    _formats(listing, prometheus_too=False)
 
     hold = command("quarantine", run_quarantine, "take a pending item out of the pending line (it stays unsent; "
                    "the reordering it causes is recorded)")
     hold.add_argument("id", help="event id")
     hold.add_argument("--db", required=True, help="existing source DB")
-    hold.add_argument("--reason", required=True, help="why, one line (kept in the quarantine record)")
+    hold.add_argument("--reason", required=True, type=reason_arg, help="why, one line of 1 to %d characters (kept "
+                      "in the quarantine record)" % store.MAX_ERROR_CHARS)
 
     back = command("requeue", run_requeue, "put a quarantined item back in the pending line, at the tail, "
                    "optionally corrected")
     back.add_argument("id", help="event id")
     back.add_argument("--db", required=True, help="existing source DB")
     back.add_argument("--event", metavar="JSON", help="the corrected event, same id; its order row is corrected "
-                      "with it (default: unchanged)")
+                      "with it, and the quarantine record keeps both payloads (default: unchanged)")
 
-    loop = command("relay", run_relay, "deliver continuously: dispatch batches with send_http, backoff with full "
-                   "jitter after a failure, an alert when the head item is stuck; SIGTERM or Ctrl-C let the item "
-                   "in flight finish, then exit 0")
-    loop.add_argument("--db", required=True, help="existing source DB")
-    loop.add_argument("--url", required=True, help="the sink, e.g. http://127.0.0.1:8765/events")
-    loop.add_argument("--limit", type=int, default=store.MAX_BATCH, help="batch size, 1-16 (default: %(default)s)")
-    loop.add_argument("--max-attempts", type=_positive_int, default=5, metavar="N",
-                      help="attempts of the head item before the alert, exit 3 (default: %(default)s)")
-    loop.add_argument("--base-delay", type=_seconds, default=0.5, metavar="S",
-                      help="backoff after the first failure, at most (default: %(default)s)")
-    loop.add_argument("--max-delay", type=_seconds, default=30.0, metavar="S",
-                      help="cap of any backoff wait (default: %(default)s)")
-    loop.add_argument("--timeout", type=float, default=5.0, help="seconds per delivery (default: %(default)s)")
-    add_durability_flag(loop)
-    loop.add_argument("--once", action="store_true", help="exit 0 as soon as nothing is pending (default: wait "
-                      "for new intake, polling every %gs)" % RELAY_POLL)
+    again = command("retry", run_retry, "reset a pending item's attempt record, so the relay tries it again in its "
+                    "place (after the alert, once the sink will take it); the reset is recorded")
+    again.add_argument("id", help="event id")
+    again.add_argument("--db", required=True, help="existing source DB")
+
+    cli_relay.add_command(command)
 
     purge = command("purge", run_purge, "delete sent outbox rows older than a duration, in batches of %d; never a "
-                    "pending or quarantined row, never an order row" % retention.PURGE_BATCH)
+                    "pending or quarantined row, never an order row, never the operator's history"
+                    % retention.PURGE_BATCH)
     purge.add_argument("--db", required=True, help="existing source DB")
-    purge.add_argument("--sent-before", required=True, metavar="DURATION", type=_duration,
+    purge.add_argument("--sent-before", required=True, metavar="DURATION", type=duration_arg,
                        help=retention.DURATION_RULE.replace("%", "%%"))
 
     upgrade = command("upgrade", run_upgrade, "upgrade an existing source DB to this release's schema, in place, "
@@ -76,6 +82,10 @@ def add_commands(command):
 
 
 def run_status(args):
+    if not args.check and (args.max_age is not None or args.max_quarantined is not None):
+        raise UsageError("--max-age and --max-quarantined go with --check")
+    if args.check:
+        return _check(args)
     with contextlib.closing(store.open_store_readonly(args.db)) as con:
         figures = store.figures(con)
     if args.json:
@@ -86,9 +96,23 @@ def run_status(args):
         print("pending %d, sent %d, quarantined %d" % (figures["pending"], figures["sent"], figures["quarantined"]))
         head = figures["head"]
         if head is not None:
-            print("oldest pending taken in %.0fs ago; head %s (seq %d), attempts %d, last error: %s" % (
+            print("oldest pending taken in %.0fs ago; head %s (seq %d), attempts %d (%d refused), last error: %s" % (
                 figures["oldest_pending_age_s"], head["id"], head["seq"], head["attempts"],
-                head["last_error"] or "none"))
+                head["permanent_failures"], head["last_error"] or "none"))
+    return None
+
+
+def _check(args):
+    max_age = retention.parse_duration(DEFAULT_MAX_AGE) if args.max_age is None else args.max_age
+    try:
+        with contextlib.closing(store.open_store_readonly(args.db)) as con:
+            figures = store.figures(con)
+    except (OutboxError, sqlite3.Error, OSError) as exc:
+        status, line = nagios.unknown("source DB %r: %s" % (args.db, exc))
+    else:
+        status, line = nagios.judge(figures, max_age=max_age, max_quarantined=args.max_quarantined or 0)
+    print(line)
+    return status
 
 
 def render_status(figures):
@@ -104,6 +128,8 @@ def render_status(figures):
          figures["oldest_pending_age_s"] or 0),
         ("outbox_head_attempts", "Delivery attempts of the head of the pending line; 0 when none.",
          head["attempts"] if head else 0),
+        ("outbox_head_permanent_failures", "Times the sink refused the head item (the relay alerts at "
+         "--max-attempts); 0 when none.", head["permanent_failures"] if head else 0),
         ("outbox_max_attempts_pending", "Most delivery attempts of any pending item.", figures["max_attempts_pending"]),
     ):
         lines += prometheus.family(name, "gauge", help_text, [({}, value)])
@@ -116,11 +142,27 @@ def run_evidence(args):
         sink = None
         if args.sink is not None:
             sink = stack.enter_context(contextlib.closing(sinkview.open_sink_readonly(args.sink)))
-        ladder = evidence.gather(source, args.id, sink)
+        ladder = evidence.gather(source, args.id, sink, max_attempts=args.max_attempts)
     if args.json:
         print(json.dumps(ladder, sort_keys=True))
     else:
         print("\n".join(evidence.lines(ladder)))
+
+
+def run_quarantined(args):
+    with contextlib.closing(store.open_store_readonly(args.db)) as con:
+        items = store.quarantined(con)
+    now = time.time()
+    for item in items:
+        item["age_s"] = round(max(0.0, now - item["quarantined_at"]), 3)
+    if args.json:
+        print(json.dumps({"quarantined": items}, sort_keys=True))
+        return
+    print("quarantined %d" % len(items))
+    for item in items:
+        print("  seq %d  %s  since %s (%.0f s)  attempts %d (%d refused)  last error: %s  reason: %s" % (
+            item["seq"], item["id"], _utc(item["quarantined_at"]), item["age_s"], item["attempts"],
+            item["permanent_failures"], item["last_error_kind"] or "none", item["reason"]))
 
 
 def run_quarantine(args):
@@ -133,40 +175,20 @@ def run_requeue(args):
     event = None
     if args.event is not None:
         try:
-            event = loads_strict(args.event.encode("utf-8"))
-        except ValueError as exc:
-            raise ValueError("--event must be one JSON object: %s" % exc) from None
+            event = loads_strict(args.event.encode("utf-8", "surrogateescape"))
+        except (ValueError, RecursionError) as exc:
+            raise ValueError("--event must be one JSON object: %s" % _short(exc)) from None
     with contextlib.closing(_open_existing(args.db)) as con:
         seq = store.requeue(con, args.id, event)
     print("requeued %s at the tail as seq %d%s" % (args.id, seq, " (corrected)" if event is not None else ""))
 
 
-def run_relay(args):
-    check_url(args.url)
-    check_timeout(args.timeout)
-    if isinstance(args.limit, bool) or not 1 <= args.limit <= store.MAX_BATCH:
-        raise ValueError("limit must be an int from 1 to %d, got %r" % (store.MAX_BATCH, args.limit))
-    stops = []
-
-    def on_signal(signum, frame):
-        # Only a flag: the loop sees it between items and in every wait.
-        stops.append(signum)
-
-    def progress(delivered, pending, rate):
-        print("relay: delivered %d, pending %d, %.1f events/s" % (delivered, pending, rate), file=sys.stderr,
-              flush=True)
-
-    with contextlib.closing(_open_existing(args.db, durability=args.durability)) as con:
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            delivered = relay.run(
-                con, lambda event: send_http(args.url, event, timeout=args.timeout), stop=lambda: bool(stops),
-                limit=args.limit, max_attempts=args.max_attempts, base_delay=args.base_delay,
-                max_delay=args.max_delay, once=args.once, poll=RELAY_POLL, progress=progress)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    print("relay: marked %d sent%s" % (delivered, "; stopped by signal" if stops else ""), flush=True)
+def run_retry(args):
+    with contextlib.closing(_open_existing(args.db)) as con:
+        reset = store.retry(con, args.id)
+    print("retry %s: its attempt record (%d attempt(s), %d refused, last failure: %s) is reset and kept in the "
+          "history; the relay sends it again in its place" % (
+              args.id, reset["attempts"], reset["permanent_failures"], reset["last_error_kind"] or "none"))
 
 
 def run_purge(args):
@@ -181,13 +203,6 @@ def run_upgrade(args):
     print("source DB %s is at schema %d" % (args.db, version))
 
 
-def add_durability_flag(parser):
-    """`--durability full|process` on a command that writes as it delivers or takes in."""
-    parser.add_argument("--durability", choices=sorted(db.DURABILITY), default="full",
-                        help="full: each commit is on disk before it returns (survives a power cut); process: "
-                        "survives a killed process, not a power cut (default: %(default)s)")
-
-
 def _open_existing(path, durability="full"):
     if not os.path.isfile(path):
         raise OutboxError("no source DB at %r (intake creates one)" % (path,))
@@ -199,30 +214,12 @@ def _formats(parser, *, prometheus_too):
     group.add_argument("--json", action="store_true", help="print one JSON object")
     if prometheus_too:
         group.add_argument("--prometheus", action="store_true", help="print the Prometheus text format")
+    return group
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be an integer >= 1, got %r" % (text,))
-    return value
+def _utc(timestamp):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
 
 
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError("must be a number of seconds >= 0, got %r" % (text,))
-    return value
-
-
-def _duration(text):
-    try:
-        return retention.parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _short(exc):
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)

@@ -27,16 +27,33 @@ class DeliveryError(OutboxError):
     """`send_http` has no verified ACK. The item must stay pending.
 
     The sink may or may not have applied the event: only a verified ACK is
-    evidence, and the lack of one is not evidence of the opposite.
+    evidence, and the lack of one is not evidence of the opposite. `kind`
+    names the failure for the relay and the attempt record (one of
+    outbox.failures.KINDS); a subclass sets its own, and `kind=` overrides it.
     """
+
+    kind = "delivery-error"
+
+    def __init__(self, message, *, kind=None):
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
 
 
 class NoAnswer(DeliveryError):
     """No complete HTTP response: refused, closed, timed out or cut short."""
 
+    kind = "no-answer"
+
 
 class UntrustedAck(DeliveryError):
-    """A response arrived but does not prove delivery (status, redirect, size, body or id)."""
+    """A response arrived but does not prove delivery (status, redirect, size, body or id).
+
+    Its `kind` says which: "server-error" (a 5xx), "conflict" (409),
+    "rejected" (any other status) or "untrusted-ack" (a 200 whose body is no proof).
+    """
+
+    kind = "untrusted-ack"
 
 
 class WrongDatabase(OutboxError):

@@ -1,13 +1,14 @@
 """The evidence ladder for one event id: each observation read on its own, then one reading.
 
 Owns how the observations are gathered (store.observe for the source,
-sinkview for the sink) and the wording of the reading. It never writes, and
-no observation is inferred from another: a missing one is said to be missing.
+sinkview for the sink) and the wording of the reading, which says what the
+relay will do with the item. It never writes, and no observation is
+inferred from another: a missing one is said to be missing.
 """
 import json
 import time
 
-from . import sinkview, store
+from . import failures, relay, sinkview, store
 from .event import canonical, validate_event
 
 
@@ -15,19 +16,19 @@ class UnknownId(LookupError):
     """Neither an order row nor an outbox row carries the id."""
 
 
-def gather(source_con, event_id, sink_con=None):
-    """The ladder for `event_id` as a dict: order, outbox, sink (None without a sink), reading.
+def gather(source_con, event_id, sink_con=None, *, max_attempts=relay.DEFAULT_MAX_ATTEMPTS):
+    """The ladder for `event_id` as a dict: order, outbox, history, sink (None without a sink), reading.
 
+    `max_attempts` is the relay's, so the reading says what that relay will do.
     Raises UnknownId when the source has neither an order row nor an outbox row for it.
     """
-    order, row = store.observe(source_con, event_id)
+    order, row, history = store.observe(source_con, event_id)
     if order is None and row is None:
         raise UnknownId("no order row and no outbox row for id %r in the source DB" % (event_id,))
     outbox = None
     if row is not None:
-        outbox = {key: row[key] for key in ("seq", "state", "attempts", "last_attempt_at", "last_error", "payload")}
-        quarantine = row["quarantine"]
-        outbox["quarantine"] = quarantine
+        outbox = {key: row[key] for key in ("seq", "state", "attempts", "permanent_failures", "last_attempt_at",
+                                             "last_error", "last_error_kind", "payload", "quarantine")}
     sink = None
     if sink_con is not None:
         present, payload = sinkview.inbox_payload(sink_con, event_id)
@@ -38,15 +39,16 @@ def gather(source_con, event_id, sink_con=None):
         counts = {}
         for outcome in outcomes:
             counts[outcome] = counts.get(outcome, 0) + 1
-        sink = {"inbox": "present" if present else "absent", "payload_matches": matches,
+        sink = {"inbox": "present" if present else "absent", "payload": payload, "payload_matches": matches,
                 "deliveries": {"count": len(outcomes), "outcomes": counts}}
-    ladder = {"id": event_id, "order": order, "outbox": outbox, "sink": sink}
+    ladder = {"id": event_id, "order": order, "outbox": outbox, "history": history, "sink": sink,
+              "max_attempts": max_attempts}
     ladder["reading"] = reading(ladder)
     return ladder
 
 
 def lines(ladder):
-    """The ladder as text, one observation a line, then the reading."""
+    """The ladder as text, one observation a line (one per history record), then the reading."""
     order, outbox, sink = ladder["order"], ladder["outbox"], ladder["sink"]
     out = []
     if order is None:
@@ -58,14 +60,10 @@ def lines(ladder):
     else:
         text = "seq %d, %s, attempts %d, last error: %s" % (
             outbox["seq"], outbox["state"], outbox["attempts"], outbox["last_error"] or "none")
-        quarantine = outbox["quarantine"]
-        if quarantine is not None:
-            text += "; quarantined at seq %d on %s (%s)" % (quarantine["seq"], _utc(quarantine["quarantined_at"]),
-                                                            quarantine["reason"])
-            if quarantine["requeued_at"] is not None:
-                text += ", requeued as seq %d" % quarantine["new_seq"]
-            text += ", overtaken by %d sent item(s)" % len(quarantine["overtaken_by"])
+        if outbox["last_error_kind"] is not None:
+            text += " (%s; refused %d time(s))" % (outbox["last_error_kind"], outbox["permanent_failures"])
         out.append("outbox row (source):  " + text)
+    out.extend("history (source):     " + entry for entry in _history(ladder["history"]))
     if sink is None:
         out.append("inbox row (sink):     not observed (no --sink given)")
         out.append("deliveries (sink):    not observed (no --sink given)")
@@ -73,6 +71,9 @@ def lines(ladder):
         match = {True: ", payload matches the outbox row", False: ", payload DIFFERS from the outbox row",
                  None: ", payload not compared"}[sink["payload_matches"]] if sink["inbox"] == "present" else ""
         out.append("inbox row (sink):     %s%s" % (sink["inbox"], match))
+        if sink["payload_matches"] is False:
+            out.append("payload (sink):       %s" % sink["payload"])
+            out.append("payload (source):     %s" % outbox["payload"])
         outcomes = sink["deliveries"]["outcomes"]
         detail = ", ".join("%s %d" % (k, outcomes[k]) for k in sorted(outcomes)) or "none"
         out.append("deliveries (sink):    %d (%s)" % (sink["deliveries"]["count"], detail))
@@ -80,8 +81,28 @@ def lines(ladder):
     return out
 
 
+def _history(history):
+    """One line per quarantine and per retry record, oldest first within each."""
+    for record in history["quarantines"]:
+        text = "quarantined at seq %d on %s after %d attempt(s) (%s)" % (
+            record["seq"], _utc(record["quarantined_at"]), record["attempts"], record["reason"])
+        if record["requeued_at"] is not None:
+            text += "; requeued on %s as seq %d" % (_utc(record["requeued_at"]), record["new_seq"])
+            if record["corrected_payload"] is not None:
+                text += ", corrected from %s to %s" % (
+                    record["original_payload"] or "(not recorded before schema 3)", record["corrected_payload"])
+        text += "; overtaken by %d sent item(s)" % len(record["overtaken_by"])
+        if record["overtaken_by"]:
+            text += " (seq %s)" % ", ".join(str(seq) for seq in record["overtaken_by"])
+        yield text
+    for record in history["retries"]:
+        yield "retried on %s: reset %d attempt(s), %d refused (last failure: %s)" % (
+            _utc(record["retried_at"]), record["attempts"], record["permanent_failures"],
+            record["last_error_kind"] or "none")
+
+
 def reading(ladder):
-    """One sentence: what the observations together allow, and what not to do."""
+    """One sentence: what the observations together allow, what the relay will do, and what not to do."""
     outbox, sink = ladder["outbox"], ladder["sink"]
     at_sink = None if sink is None else sink["inbox"] == "present"
     differs = sink is not None and sink["payload_matches"] is False
@@ -110,20 +131,37 @@ def reading(ladder):
     if differs:
         return ("the sink holds this id with another payload: every delivery will be a 409 conflict; "
                 "alert, quarantine, decide which is true, requeue; do not delete")
+    relay_will = _relay_will(outbox, ladder["max_attempts"])
     if at_sink is None:
-        return ("pending, not marked sent; without --sink it cannot tell whether the sink applied it; "
-                "a re-dispatch is safe either way (the sink's inbox turns a copy into a duplicate)")
+        return ("pending, not marked sent; without --sink it cannot tell whether the sink applied it, and a "
+                "re-dispatch is safe either way (the sink's inbox turns a copy into a duplicate); " + relay_will)
     if at_sink:
-        return "applied at the sink, not marked sent: a re-dispatch is safe and will be a duplicate; do not delete"
+        text = "applied at the sink, not marked sent: a re-dispatch is safe and will be a duplicate; do not delete"
+        return text + "; " + relay_will if outbox["permanent_failures"] else text
+    return "pending, not applied at the sink; " + relay_will
+
+
+def _relay_will(outbox, max_attempts):
+    """What a relay with `max_attempts` does with this pending item next, from its attempt record."""
+    refused, kind = outbox["permanent_failures"], outbox["last_error_kind"]
+    if refused >= max_attempts:
+        return ("the sink refused it %d time(s) (last: %s), so the relay (--max-attempts %d) alerts at once "
+                "without sending it: fix the cause, then retry it, or quarantine it" % (refused, kind, max_attempts))
+    if refused:
+        return ("the sink refused it %d time(s) (last: %s): the relay sends it again, and alerts at %d" % (
+            refused, kind, max_attempts))
+    if failures.is_transient(kind):
+        return ("the sink did not answer its last attempt (%s; %d attempt(s) so far): the relay keeps retrying "
+                "it, for ever unless --give-up-after" % (kind, outbox["attempts"]))
     if outbox["attempts"]:
-        return "pending, not applied at the sink, %d attempt(s) so far: delivery will be retried" % outbox["attempts"]
-    return "pending, not yet at the sink: waiting for delivery"
+        return "%d attempt(s) so far, none refused: the relay sends it again" % outbox["attempts"]
+    return "not tried yet: waiting for delivery"
 
 
 def _same_event(sink_payload, outbox_payload):
     try:
         return canonical(validate_event(json.loads(sink_payload))) == outbox_payload
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None  # a sink payload this kit cannot read: not compared, not called a match
 
 

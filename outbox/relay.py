@@ -1,97 +1,244 @@
-"""The relay: `dispatch` batches, repeated, with capped backoff, an alert, and a clean stop.
+"""The relay: `dispatch` batches, repeated, riding out outages, with an alert for an item the sink refuses.
 
 Owns the loop around dispatch and nothing inside it: it never marks, skips
-or quarantines an item itself. It stops on a flag that only a signal
-handler sets, and every wait is cut into short slices so the flag is seen.
+or quarantines an item itself. A transient failure (outbox.failures: no
+answer, a 5xx) is retried for ever with capped, jittered backoff, or until
+`give_up_after`; a permanent one (the sink refused the head item) counts
+toward `max_attempts`, then the alert. It stops on a flag that only a signal
+handler sets, every wait is cut into short slices so the flag is seen, and
+it prints nothing: its lines go to the caller's `say`.
 """
 import time
 
-from . import backoff, store
+from . import backoff, failures, store
 from .dispatch import dispatch
 from .errors import DeliveryError, NotAcknowledged, OutboxError
 
 SLICE = 0.05  # seconds: the longest a wait goes without looking at the stop flag
 PROGRESS_EVERY = 1.0  # seconds between progress lines, at most
+DEFAULT_MAX_ATTEMPTS = 5  # refusals of the head item before the alert (the command line's default)
 
 
 class Stopping(OutboxError):
     """Raised by the relay's own send when the stop flag is up, before any byte is sent."""
 
+    kind = "stopped"
 
-class HeadStuck(OutboxError):
-    """The head item reached max_attempts: the alert. Carries `head` (store.head's dict)."""
+
+class Alert(OutboxError):
+    """The relay stops and someone must look: HeadStuck or GaveUp (exit status 3 at the command line)."""
+
+
+class HeadStuck(Alert):
+    """The sink refused the head item max_attempts times. Carries `head` (store.head's dict)."""
 
     def __init__(self, message, head):
         super().__init__(message)
         self.head = head
 
 
-def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, poll, progress, rand=None):
-    """Deliver until told to stop; return the number of items marked sent.
+class GaveUp(Alert):
+    """The sink has not answered for give_up_after seconds. Carries `head` (store.head's dict, or None)."""
+
+    def __init__(self, message, head):
+        super().__init__(message)
+        self.head = head
+
+
+class Tally:
+    """What one relay did since it started: its progress lines and its metrics file read these.
+
+    sent: items it marked sent; attempts: sends it started; failures: {kind:
+    count} of failed sends (outbox.failures.KINDS); last_success: Unix time of
+    its last round that ended without a failure (None before the first).
+    """
+
+    def __init__(self):
+        self.sent = 0
+        self.attempts = 0
+        self.failures = {}
+        self.last_success = None
+
+    def failed(self):
+        """Failed sends of every kind, in all."""
+        return sum(self.failures.values())
+
+
+class SystemClock:
+    """The clocks the relay reads and the sleep it waits with; tests pass their own."""
+
+    monotonic = staticmethod(time.monotonic)  # for intervals and deadlines
+    now = staticmethod(time.time)  # Unix time, for what the relay reports
+    sleep = staticmethod(time.sleep)
+
+
+def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, poll, say=lambda line: None,
+        give_up_after=None, on_round=lambda tally: None, tally=None, rand=None, clock=SystemClock):
+    """Deliver until told to stop; return the number of items this run marked sent.
 
     `stop()` is true once a stop was asked for; the item in flight finishes
     (its ACK is marked), and the next one is not sent. `once`: return as soon
     as nothing is pending. Otherwise wait `poll` seconds between looks at an
-    empty line. After a failed round (DeliveryError or NotAcknowledged) wait
-    backoff.delay(failures in a row, base_delay, max_delay). When the head's
-    attempts reach `max_attempts`, raise HeadStuck (the alert). `progress(marked,
-    pending, rate)` is called at most once per PROGRESS_EVERY seconds.
+    empty line. After a failed round wait backoff.delay(failed rounds in a
+    row, base_delay, max_delay); an ACK or a round without a failure starts
+    that count again. A transient failure is retried for ever; with `give_up_after`
+    (seconds), GaveUp once the sink has not answered for that long. A
+    permanent one adds to the head's permanent_failures (dispatch's attempt
+    record); when they reach `max_attempts`, HeadStuck (also at once, without
+    a send, for a head that reached it before this run). `say(line)` gets one
+    line per change of state (the sink unreachable, back), one per permanent
+    failure, and progress at most once per PROGRESS_EVERY seconds while items
+    are delivered. `on_round(tally)` is called after every round with
+    the Tally (pass `tally` to keep one across runs). The count returned, and
+    tally.sent, are right however a round ended: the items a failed batch
+    marked before its failure are counted.
     """
     kwargs = {} if rand is None else {"rand": rand}
-
+    tally = Tally() if tally is None else tally
     acked = []  # ids acknowledged in the current batch; dispatch marks each before its next send
 
     def send_unless_stopping(event):
         if stop():
             raise Stopping("relay stopping: %r not sent" % (event["id"],))
+        tally.attempts += 1
         result = send(event)
         if result is True:
             acked.append(event["id"])
         return result
 
-    delivered = failures = 0
-    started = last_report = time.monotonic()
-    while not stop():
-        _check_head(con, max_attempts)
-        del acked[:]
-        try:
-            marked = dispatch(con, send_unless_stopping, limit)
-        except Stopping:
-            delivered += len(acked)  # the batch's items before the stop: acked, then marked
-            break
-        except (DeliveryError, NotAcknowledged):
-            failures += 1
+    progress = _Progress(con, say, clock, tally)
+    outage = _Outage(con, say, clock, max_delay, give_up_after)
+    sent_before = tally.sent
+    failed_rounds = 0  # in a row: the backoff's attempt number
+    try:
+        while not stop():
             _check_head(con, max_attempts)
-            _wait(backoff.delay(failures, base_delay, max_delay, **kwargs), stop)
-            continue
-        failures = 0
-        delivered += marked
-        now = time.monotonic()
-        if now - last_report >= PROGRESS_EVERY:
-            last_report = now
-            progress(delivered, store.figures(con)["pending"], delivered / max(now - started, 1e-9))
-        if marked == 0:
-            if once:
+            del acked[:]
+            try:
+                marked = dispatch(con, send_unless_stopping, limit)
+            except Stopping:
+                tally.sent += len(acked)  # the batch's items before the stop: acked, then marked
                 break
-            _wait(poll, stop)
-    return delivered
+            except (DeliveryError, NotAcknowledged) as exc:
+                tally.sent += len(acked)  # every ACK before the failure was marked before the next send
+                kind = failures.kind_of(exc)
+                tally.failures[kind] = tally.failures.get(kind, 0) + 1
+                failed_rounds = 1 if acked else failed_rounds + 1  # an ACK breaks the run of failures
+                wait = backoff.delay(failed_rounds, base_delay, max_delay, **kwargs)
+                if failures.is_transient(kind):
+                    if acked:
+                        outage.answered()  # the sink took part of the batch before it went quiet
+                    wait = outage.silent(exc, wait)
+                else:
+                    outage.answered()
+                    _refused(con, say, kind, max_attempts)
+                progress.maybe(tally)
+                on_round(tally)
+                _wait(wait, stop, clock)
+                continue
+            tally.sent += marked
+            tally.last_success = clock.now()
+            failed_rounds = 0
+            outage.answered()
+            progress.maybe(tally)
+            on_round(tally)
+            if marked == 0:
+                if once:
+                    break
+                _wait(poll, stop, clock)
+    finally:
+        on_round(tally)  # the last round's figures, however the run ends
+    return tally.sent - sent_before
 
 
 def _check_head(con, max_attempts):
     head = store.head(con)
-    if head is not None and head["attempts"] >= max_attempts:
+    if head is not None and head["permanent_failures"] >= max_attempts:
         raise HeadStuck(
-            "ALERT: head item %r (seq %d) failed %d of %d attempts; last error: %s; the line behind it waits: "
-            "quarantine it (python -m outbox quarantine) or fix the sink" % (
-                head["id"], head["seq"], head["attempts"], max_attempts, head["last_error"] or "none"),
+            "ALERT: head item %r (seq %d) was refused by the sink %d time(s), --max-attempts %d; last failure: %s "
+            "(%s); last error: %s; the line behind it waits" % (
+                head["id"], head["seq"], head["permanent_failures"], max_attempts, head["last_error_kind"],
+                failures.KINDS.get(head["last_error_kind"], "unknown"), head["last_error"] or "none"),
             head,
         )
 
 
-def _wait(seconds, stop):
-    deadline = time.monotonic() + seconds
+def _refused(con, say, kind, max_attempts):
+    head = store.head(con)
+    if head is not None:
+        say("relay: the sink refused head item %r (seq %d): %s, %d of %d before the alert" % (
+            head["id"], head["seq"], kind, head["permanent_failures"], max_attempts))
+    _check_head(con, max_attempts)
+
+
+class _Outage:
+    """Whether the sink answers: one line when it stops, one when it is back, GaveUp after give_up_after."""
+
+    def __init__(self, con, say, clock, max_delay, give_up_after):
+        self.con, self.say, self.clock = con, say, clock
+        self.max_delay, self.give_up_after = max_delay, give_up_after
+        self.since = None  # clock.monotonic() when the sink stopped answering, while it does not
+
+    def silent(self, error, wait):
+        """A transient failure: return how long to wait before the next round (at most `wait`), or raise GaveUp."""
+        now = self.clock.monotonic()
+        if self.since is None:
+            self.since = now
+            self.say("relay: sink unreachable since %s, retrying every <= %g s (%s)" % (
+                _utc(self.clock.now()), self.max_delay, error))
+        if self.give_up_after is None:
+            return wait
+        left = self.since + self.give_up_after - now
+        if left <= 0:
+            raise GaveUp(
+                "ALERT: the sink has not answered for %.1f s (--give-up-after %g s); last error: %s; nothing was "
+                "skipped or lost: run the relay again once the sink is back" % (
+                    now - self.since, self.give_up_after, error),
+                store.head(self.con),
+            )
+        return min(wait, left)
+
+    def answered(self):
+        """The sink answered (an ACK or a refusal): the outage, if any, is over."""
+        if self.since is not None:
+            self.say("relay: sink back after %.1f s" % (self.clock.monotonic() - self.since))
+            self.since = None
+
+
+class _Progress:
+    """One progress line at most every PROGRESS_EVERY seconds, and only while items are delivered.
+
+    Its rate is over the interval since the last line, not an average since
+    the start; a round that delivered nothing (idle, or failing: those have
+    lines of their own) starts the interval again.
+    """
+
+    def __init__(self, con, say, clock, tally):
+        self.con, self.say, self.clock = con, say, clock
+        self.at = clock.monotonic()
+        self.sent = tally.sent  # the count at the last line, or at the start
+
+    def maybe(self, tally):
+        now = self.clock.monotonic()
+        if tally.sent == self.sent:
+            self.at = now  # nothing delivered since the last line: nothing to say yet
+            return
+        if now - self.at < PROGRESS_EVERY:
+            return
+        self.say("relay: delivered %d, failed %d, pending %d, %.1f events/s over the last %.1f s" % (
+            tally.sent, tally.failed(), store.figures(self.con)["pending"], (tally.sent - self.sent) / (now - self.at),
+            now - self.at))
+        self.at, self.sent = now, tally.sent
+
+
+def _wait(seconds, stop, clock):
+    deadline = clock.monotonic() + seconds
     while not stop():
-        left = deadline - time.monotonic()
+        left = deadline - clock.monotonic()
         if left <= 0:
             return
-        time.sleep(min(SLICE, left))
+        clock.sleep(min(SLICE, left))
+
+
+def _utc(timestamp):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))

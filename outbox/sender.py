@@ -193,12 +193,21 @@ def _bad_status(response, status, where):
         excerpt = b""
     if excerpt:
         what += ", body starts %s" % _clip(excerpt.decode("utf-8", "replace"))
-    return _refusal(UntrustedAck, where, what)
+    return _refusal(UntrustedAck, where, what, kind=_status_kind(status))
 
 
-def _refusal(cls, where, what):
+def _status_kind(status):
+    """The failure kind of an answer with `status` (outbox.failures): only a 5xx may pass on its own."""
+    if status == 409:
+        return "conflict"
+    if 500 <= status <= 599:
+        return "server-error"
+    return "rejected"
+
+
+def _refusal(cls, where, what, *, kind=None):
     """A DeliveryError of class `cls` saying where, what went wrong, and that the item stays pending."""
-    return cls("%s: %s; not marking it sent" % (where, what))
+    return cls("%s: %s; not marking it sent" % (where, what), kind=kind)
 
 
 def _clip(value):

@@ -3,15 +3,14 @@
 The only module of the outbox package with SQL for a sink DB. It reads only
 what the grader's contract names, `inbox(event_id, ...)` and
 `deliveries(event_id, outcome, ...)`, so it also reads a foreign sink. It
-never writes (``mode=ro`` and ``query_only``) and never imports `sink`.
+never writes (``mode=ro`` and ``query_only``), creates no file (see
+db.readonly_uri), and never imports `sink`.
 """
 import os
 import sqlite3
-import urllib.parse
 
+from . import db
 from .errors import WrongDatabase
-
-BUSY_TIMEOUT_S = 5.0
 
 
 def open_sink_readonly(path):
@@ -19,8 +18,7 @@ def open_sink_readonly(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise WrongDatabase("no sink DB at %r: no such file" % (path,))
-    uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
-    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    con = db.connect_readonly(path, "sink")  # creates no file, not even -wal or -shm
     try:
         con.execute("PRAGMA query_only = ON")
         try:

@@ -2,20 +2,21 @@
 
 The only module with the source DB's SQL. It writes in a few named places,
 each one visible transaction: `intake`, `intake_many`, `mark_sent`, the
-attempt records, `quarantine`, `requeue` and `purge_sent_batch`. It never
-sends anything, and the only rows it ever deletes are sent outbox rows an
-operator purges.
+attempt records, `quarantine`, `requeue`, `retry` and `purge_sent_batch`. It
+never sends anything, and the only rows it ever deletes are sent outbox rows
+an operator purges; the operator's history (quarantines, retries) is kept
+in tables of its own that nothing deletes.
 """
 import json
 import sqlite3
 import time
 
-from . import db
+from . import db, failures
 from .errors import Conflict, InvalidEvent, OutboxError
 from .event import canonical, validate_and_serialise, validate_event
 
 APPLICATION_ID = 0x4F424F58  # "OBOX": tells a source DB from a sink DB or any other file
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_BATCH = 16
 MAX_ERROR_CHARS = 500
 UPGRADE_COMMAND = "python -m outbox upgrade --db %s"
@@ -83,8 +84,35 @@ UPGRADE_1_TO_2 = (
     "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL",
 )
 
-UPGRADES = {1: UPGRADE_1_TO_2}
-SCHEMA = SCHEMA_V1 + UPGRADE_1_TO_2
+# Schema 2 -> 3, run by db.upgrade_in_place in ONE transaction (after 1 -> 2
+# for a schema-1 file). Only additions: every row and column is kept as it was.
+UPGRADE_2_TO_3 = (
+    # The kind of the last failure (outbox.failures.KINDS), and how many
+    # failures since intake, requeue or retry were permanent: the relay's
+    # alert counts these, never an outage. An upgraded row starts from 0, so
+    # the relay tries it again before it can alert.
+    "ALTER TABLE outbox ADD COLUMN last_error_kind TEXT",
+    "ALTER TABLE outbox ADD COLUMN permanent_failures INTEGER NOT NULL DEFAULT 0",
+    # What a corrected requeue replaced (corrected_payload is what replaced it).
+    "ALTER TABLE quarantines ADD COLUMN original_payload TEXT",
+    # One row per `retry`: the attempt record it reset. Never deleted.
+    """CREATE TABLE retries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        retried_at REAL NOT NULL,
+        attempts INTEGER NOT NULL,
+        permanent_failures INTEGER NOT NULL,
+        last_error TEXT,
+        last_error_kind TEXT
+    )""",
+    # `evidence` reads an id's whole history; requeue updates its open record.
+    "CREATE INDEX quarantines_event ON quarantines(event_id)",
+    "CREATE INDEX retries_event ON retries(event_id)",
+)
+
+UPGRADES = {1: UPGRADE_1_TO_2, 2: UPGRADE_2_TO_3}
+SCHEMA = SCHEMA_V1 + UPGRADE_1_TO_2 + UPGRADE_2_TO_3
 
 # The pending line: ordered by seq and nothing else (seq is intake order, or
 # the tail for a requeued item). The WHERE repeats the partial index's own,
@@ -225,12 +253,22 @@ def record_attempt(con, event_id):
 
 
 def record_failure(con, event_id, error):
-    """Keep why the last attempt of `event_id` failed: one line of at most MAX_ERROR_CHARS characters."""
+    """Keep why the last attempt of `event_id` failed: its kind, and one line of at most MAX_ERROR_CHARS characters.
+
+    The kind is outbox.failures.kind_of(error); a permanent one (the sink
+    refused this item) also adds one to `permanent_failures`, the count the
+    relay's alert reads. A bookkeeping transaction, like record_attempt.
+    """
     text = " ".join(("%s: %s" % (type(error).__name__, error)).split())
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS - 3] + "..."
+    kind = failures.kind_of(error)
     with db.bookkeeping(con):
-        con.execute("UPDATE outbox SET last_error = ? WHERE event_id = ?", (text, event_id))
+        con.execute(
+            "UPDATE outbox SET last_error = ?, last_error_kind = ?, permanent_failures = permanent_failures + ? "
+            "WHERE event_id = ?",
+            (text, kind, 1 if failures.is_permanent(kind) else 0, event_id),
+        )
 
 
 def quarantine(con, event_id, reason):
@@ -241,7 +279,7 @@ def quarantine(con, event_id, reason):
     `reason` is one line of 1 to MAX_ERROR_CHARS characters, else ValueError. A
     sent, unknown or already quarantined id raises OutboxError; nothing changes.
     """
-    reason = _one_line("reason", reason)
+    reason = check_reason(reason)
     with db.transaction(con):
         row = _row_to_change(con, event_id, "quarantine")
         if row["quarantined_at"] is not None:
@@ -263,11 +301,12 @@ def requeue(con, event_id, event=None):
 
     The new seq is greater than any seq ever used (taken from sqlite_sequence,
     which is bumped with it), because `pending` is ordered by seq only; the old
-    and new seq go into the quarantine record. Its attempts and last error start
-    again from nothing (the record keeps the old ones). With `event`, the item is
-    corrected first: it must be valid (else InvalidEvent) and carry the same id,
-    and the order row and the payload are corrected in the same transaction. A
-    sent, unknown or not quarantined id raises OutboxError; nothing changes.
+    and new seq go into the quarantine record. Its attempt record starts again
+    from nothing (the quarantine record keeps the old one). With `event`, the
+    item is corrected first: it must be valid (else InvalidEvent) and carry the
+    same id, and the order row and the payload are corrected in the same
+    transaction; the quarantine record keeps the original and the corrected
+    payload. A sent, unknown or not quarantined id raises OutboxError; nothing changes.
     """
     payload = None
     if event is not None:
@@ -285,18 +324,49 @@ def requeue(con, event_id, event=None):
         con.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'outbox'", (new_seq,))
         con.execute(
             "UPDATE outbox SET seq = ?, quarantined_at = NULL, quarantine_reason = NULL, attempts = 0, "
-            "last_attempt_at = NULL, last_error = NULL WHERE event_id = ?",
+            "last_attempt_at = NULL, last_error = NULL, last_error_kind = NULL, permanent_failures = 0 "
+            "WHERE event_id = ?",
             (new_seq, event_id),
         )
         if payload is not None:
             con.execute("UPDATE outbox SET payload = ? WHERE event_id = ?", (payload, event_id))
             con.execute("UPDATE orders SET sku = ?, qty = ? WHERE id = ?", (event["sku"], event["qty"], event_id))
         con.execute(
-            "UPDATE quarantines SET requeued_at = ?, new_seq = ?, corrected_payload = ? "
+            "UPDATE quarantines SET requeued_at = ?, new_seq = ?, corrected_payload = ?, original_payload = ? "
             "WHERE event_id = ? AND requeued_at IS NULL",
-            (time.time(), new_seq, payload, event_id),
+            (time.time(), new_seq, payload, None if payload is None else row["payload"], event_id),
         )
         return new_seq
+
+
+def retry(con, event_id):
+    """Reset the attempt record of a pending item, in one transaction; return the record it reset.
+
+    For an item the sink refused until the relay alerted, once the cause is
+    fixed: its attempts, permanent failures and last error start again from
+    nothing, so the relay tries it again, in its place (the seq is kept; no
+    reordering). A retry record keeps the reset attempt record; the return is
+    that record as a dict (attempts, permanent_failures, last_error,
+    last_error_kind). A sent, unknown or quarantined id (requeue takes that
+    back) raises OutboxError; nothing changes.
+    """
+    with db.transaction(con):
+        row = _row_to_change(con, event_id, "retry")
+        if row["quarantined_at"] is not None:
+            raise OutboxError("%r is quarantined (since %s); requeue puts it back in the pending line"
+                              % (event_id, _utc(row["quarantined_at"])))
+        con.execute(
+            "INSERT INTO retries (event_id, seq, retried_at, attempts, permanent_failures, last_error, "
+            "last_error_kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (event_id, row["seq"], time.time(), row["attempts"], row["permanent_failures"], row["last_error"],
+             row["last_error_kind"]),
+        )
+        con.execute(
+            "UPDATE outbox SET attempts = 0, permanent_failures = 0, last_attempt_at = NULL, last_error = NULL, "
+            "last_error_kind = NULL WHERE event_id = ?",
+            (event_id,),
+        )
+    return {key: row[key] for key in ("attempts", "permanent_failures", "last_error", "last_error_kind")}
 
 
 def purge_sent_batch(con, sent_before, batch):
@@ -319,8 +389,7 @@ def figures(con):
 
     pending, sent, quarantined (counts); oldest_pending_age_s (seconds since
     the intake of the oldest pending item, or None); head (None, or the first
-    pending item: id, seq, attempts, last_error); max_attempts_pending (0 when
-    nothing is pending).
+    pending item: see `head`); max_attempts_pending (0 when nothing is pending).
     """
     count, oldest, most = con.execute(
         "SELECT count(*), min(created_at), coalesce(max(attempts), 0) FROM outbox "
@@ -340,51 +409,78 @@ def figures(con):
 
 
 def head(con):
-    """The first item of the pending line as {id, seq, attempts, last_error}, or None. Read-only."""
+    """The first item of the pending line, or None. Read-only.
+
+    A dict: id, seq, attempts, permanent_failures (the count the relay's alert
+    reads), last_error, last_error_kind (outbox.failures.KINDS, or None).
+    """
     row = con.execute(
-        "SELECT event_id, seq, attempts, last_error FROM outbox WHERE sent = 0 AND quarantined_at IS NULL "
-        "ORDER BY seq LIMIT 1"
+        "SELECT event_id, seq, attempts, permanent_failures, last_error, last_error_kind FROM outbox "
+        "WHERE sent = 0 AND quarantined_at IS NULL ORDER BY seq LIMIT 1"
     ).fetchone()
     if row is None:
         return None
-    return {"id": row[0], "seq": row[1], "attempts": row[2], "last_error": row[3]}
+    return dict(zip(("id", "seq", "attempts", "permanent_failures", "last_error", "last_error_kind"), row))
+
+
+def quarantined(con):
+    """Every item out of the pending line, in seq order, as dicts. Read-only.
+
+    id, seq, reason, quarantined_at (Unix seconds), attempts,
+    permanent_failures, last_error, last_error_kind: the row as it stands.
+    """
+    keys = ("id", "seq", "reason", "quarantined_at", "attempts", "permanent_failures", "last_error",
+            "last_error_kind")
+    return [dict(zip(keys, row)) for row in con.execute(
+        "SELECT event_id, seq, quarantine_reason, quarantined_at, attempts, permanent_failures, last_error, "
+        "last_error_kind FROM outbox WHERE sent = 0 AND quarantined_at IS NOT NULL ORDER BY seq")]
 
 
 def observe(con, event_id):
-    """The source's two observations of `event_id`: (order row dict or None, outbox row dict or None).
+    """The source's observations of `event_id`: (order row dict or None, outbox row dict or None, history).
 
     The outbox dict has seq, payload, state ("pending", "sent" or
-    "quarantined"), attempts, last_attempt_at, last_error, quarantine (the
-    latest quarantine record or None, with the seqs that overtook it). Read-only.
+    "quarantined"), the attempt record (attempts, permanent_failures,
+    last_attempt_at, last_error, last_error_kind) and quarantine (the latest
+    quarantine record or None). `history` does not depend on the outbox row,
+    so a purge leaves it whole: {"quarantines": every quarantine record, oldest
+    first, each with the seqs that overtook it; "retries": every retry record}.
+    Read-only.
     """
     order = con.execute("SELECT id, sku, qty, created_at FROM orders WHERE id = ?", (event_id,)).fetchone()
     if order is not None:
         order = dict(zip(("id", "sku", "qty", "created_at"), order))
+    keys = ("id", "seq", "reason", "quarantined_at", "attempts", "last_error", "requeued_at", "new_seq",
+            "original_payload", "corrected_payload")
+    records = [dict(zip(keys, record)) for record in con.execute(
+        "SELECT id, seq, reason, quarantined_at, attempts, last_error, requeued_at, new_seq, original_payload, "
+        "corrected_payload FROM quarantines WHERE event_id = ? ORDER BY id",
+        (event_id,),
+    )]
+    for record in records:
+        record["overtaken_by"] = [seq for (seq,) in con.execute(
+            "SELECT seq FROM quarantine_overtaken WHERE quarantine_id = ? ORDER BY seq", (record["id"],))]
+    keys = ("id", "seq", "retried_at", "attempts", "permanent_failures", "last_error", "last_error_kind")
+    retries = [dict(zip(keys, record)) for record in con.execute(
+        "SELECT id, seq, retried_at, attempts, permanent_failures, last_error, last_error_kind FROM retries "
+        "WHERE event_id = ? ORDER BY id",
+        (event_id,),
+    )]
     row = _outbox_row(con, event_id)
     if row is not None:
         row["state"] = "sent" if row["sent"] else "pending" if row["quarantined_at"] is None else "quarantined"
-        record = con.execute(
-            "SELECT id, seq, reason, quarantined_at, attempts, last_error, requeued_at, new_seq FROM quarantines "
-            "WHERE event_id = ? ORDER BY id DESC LIMIT 1",
-            (event_id,),
-        ).fetchone()
-        row["quarantine"] = None
-        if record is not None:
-            keys = ("id", "seq", "reason", "quarantined_at", "attempts", "last_error", "requeued_at", "new_seq")
-            row["quarantine"] = dict(zip(keys, record))
-            row["quarantine"]["overtaken_by"] = [seq for (seq,) in con.execute(
-                "SELECT seq FROM quarantine_overtaken WHERE quarantine_id = ? ORDER BY seq", (record[0],))]
-    return order, row
+        row["quarantine"] = records[-1] if records else None
+    return order, row, {"quarantines": records, "retries": retries}
 
 
-_ROW_KEYS = ("seq", "event_id", "payload", "sent", "attempts", "last_attempt_at", "last_error",
-             "quarantined_at", "quarantine_reason")
+_ROW_KEYS = ("seq", "event_id", "payload", "sent", "attempts", "permanent_failures", "last_attempt_at", "last_error",
+             "last_error_kind", "quarantined_at", "quarantine_reason")
 
 
 def _outbox_row(con, event_id):
     row = con.execute(
-        "SELECT seq, event_id, payload, sent, attempts, last_attempt_at, last_error, quarantined_at, "
-        "quarantine_reason FROM outbox WHERE event_id = ?",
+        "SELECT seq, event_id, payload, sent, attempts, permanent_failures, last_attempt_at, last_error, "
+        "last_error_kind, quarantined_at, quarantine_reason FROM outbox WHERE event_id = ?",
         (event_id,),
     ).fetchone()
     return None if row is None else dict(zip(_ROW_KEYS, row))
@@ -399,10 +495,12 @@ def _row_to_change(con, event_id, verb):
     return row
 
 
-def _one_line(field, text):
-    if not isinstance(text, str) or not text.strip() or len(text) > MAX_ERROR_CHARS or "\n" in text or "\r" in text:
-        raise ValueError("%s must be one line of 1 to %d characters, got %r" % (field, MAX_ERROR_CHARS, text))
-    return text.strip()
+def check_reason(reason):
+    """`reason` stripped, if it is one line of 1 to MAX_ERROR_CHARS characters; else ValueError naming the rule."""
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_ERROR_CHARS or "\n" in reason \
+            or "\r" in reason:
+        raise ValueError("reason must be one line of 1 to %d characters, got %r" % (MAX_ERROR_CHARS, reason))
+    return reason.strip()
 
 
 def _utc(timestamp):

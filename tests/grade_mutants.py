@@ -129,7 +129,10 @@ MUTANTS = (
              "    return loads_strict(body)\n")],
            "untrusted.true", "a perfect ACK", also=[("proxy-ignored", "rule.send-http-true")]),
     mutant("NoAnswer not a DeliveryError", "dropped-response", "outbox/errors.py",
-           [("class NoAnswer(DeliveryError):\n", "class NoAnswer(OutboxError):\n")], "rule.delivery-error", "got NoAnswer"),
+           # Still constructed as the sender constructs it (kind=...), so only the base class is wrong.
+           [("class NoAnswer(DeliveryError):\n",
+             "class NoAnswer(OutboxError):\n    def __init__(self, message, *, kind=None):\n"
+             "        super().__init__(message)\n\n")], "rule.delivery-error", "got NoAnswer"),
     mutant("no URL check in send_http", "url-rule", "outbox/sender.py",
            [("    check_url(url)\n    check_timeout(timeout)\n", "    check_timeout(timeout)\n")], "url.socket"),
     mutant("any path accepted", "url-rule", "outbox/sender.py",

@@ -1,4 +1,5 @@
-"""Issue 7: `python -m outbox evidence` at each stage of the crash-after-ACK story, against a real sink server."""
+"""`python -m outbox evidence`: the crash-after-ACK story against a real sink server (issue 7), and the readings
+in process: each says what the relay will do, and shows what the sink holds when it differs (issue 18)."""
 import json
 import sqlite3
 import subprocess
@@ -6,9 +7,12 @@ import sys
 import textwrap
 import unittest
 
-from outbox import init_store, intake
+from outbox import dispatch, evidence, init_store, intake, relay, sinkview, store
+from outbox.errors import NoAnswer, UntrustedAck
+from sink import inbox
 from sink.server import make_server
 from tests.support import ROOT, TempDirTestCase, python_env
+from tests.test_ops_relay_loop import run_relay
 
 CRASH_AFTER_ACK = textwrap.dedent("""
     import os, sys
@@ -42,7 +46,7 @@ class CrashAfterAckLadderTest(TempDirTestCase):
         stage = json.loads(self.ladder("--sink", sink_db, "--json").stdout)
         self.assertEqual(stage["order"]["qty"], 7)
         self.assertEqual((stage["outbox"]["state"], stage["outbox"]["attempts"]), ("pending", 0))
-        self.assertEqual(stage["sink"], {"inbox": "absent", "payload_matches": None,
+        self.assertEqual(stage["sink"], {"inbox": "absent", "payload": None, "payload_matches": None,
                                          "deliveries": {"count": 0, "outcomes": {}}})
         self.assertIn("waiting for delivery", stage["reading"])
 
@@ -51,8 +55,8 @@ class CrashAfterAckLadderTest(TempDirTestCase):
         stage = json.loads(self.ladder("--sink", sink_db, "--json").stdout)
         self.assertEqual((stage["outbox"]["state"], stage["outbox"]["attempts"], stage["outbox"]["last_error"]),
                          ("pending", 1, None))
-        self.assertEqual(stage["sink"], {"inbox": "present", "payload_matches": True,
-                                         "deliveries": {"count": 1, "outcomes": {"applied": 1}}})
+        self.assertEqual(stage["sink"], {"inbox": "present", "payload": '{"id":"snack-7","qty":7,"sku":"snack"}',
+                                         "payload_matches": True, "deliveries": {"count": 1, "outcomes": {"applied": 1}}})
         self.assertEqual(stage["reading"], "applied at the sink, not marked sent: a re-dispatch is safe and will "
                                            "be a duplicate; do not delete")
         text = self.ladder("--sink", sink_db).stdout.splitlines()
@@ -94,6 +98,98 @@ class CrashAfterAckLadderTest(TempDirTestCase):
         not_a_sink = python("-m", "outbox", "evidence", "snack-7", "--db", self.source, "--sink", self.source)
         self.assertEqual(not_a_sink.returncode, 1)
         self.assertIn("not a sink DB", not_a_sink.stderr)
+
+
+class ReadingTest(TempDirTestCase):
+    """evidence.gather in process, on real files: the reading agrees with what relay.run then does."""
+
+    def setUp(self):
+        super().setUp()
+        self.source = init_store(self.path("source.db"))
+        self.addCleanup(self.source.close)
+        intake(self.source, {"id": "snack-7", "sku": "snack", "qty": 7})
+        sink = inbox.init_sink(self.path("sink.db"))
+        sink.close()
+        self.sink = sinkview.open_sink_readonly(self.path("sink.db"))
+        self.addCleanup(self.sink.close)
+
+    def fail(self, error, times=1):
+        for _ in range(times):
+            with self.assertRaises(type(error)):
+                dispatch(self.source, lambda event: (_ for _ in ()).throw(error))
+
+    def ladder(self, **options):
+        return evidence.gather(self.source, "snack-7", self.sink, **options)
+
+    def relay_sends(self, max_attempts):
+        """Whether relay.run, started now with `max_attempts`, sends the item before it alerts or returns."""
+        sent = []
+
+        def send(event):
+            sent.append(event["id"])
+            raise UntrustedAck("status 409", kind="conflict")
+
+        try:
+            run_relay(self.path("source.db"), send, stop=lambda: len(sent) > 20, max_attempts=max_attempts)
+        except relay.HeadStuck:
+            pass
+        return bool(sent)
+
+    def test_refused_up_to_max_attempts_the_reading_and_the_relay_agree(self):
+        self.fail(UntrustedAck("POST: status 409; not marking it sent", kind="conflict"), times=3)
+        stuck = self.ladder(max_attempts=3)
+        self.assertIn("alerts at once without sending it", stuck["reading"])
+        self.assertIn("retry", stuck["reading"])
+        self.assertNotIn("will be retried", stuck["reading"])
+        going_on = self.ladder(max_attempts=4)["reading"]
+        self.assertIn("the sink refused it 3 time(s) (last: conflict): the relay sends it again, and alerts at 4",
+                      going_on)
+        self.assertFalse(self.relay_sends(max_attempts=3))
+        self.assertTrue(self.relay_sends(max_attempts=4))
+
+    def test_an_outage_reads_as_retried_for_ever(self):
+        self.fail(NoAnswer("POST: no complete response (refused); not marking it sent"), times=7)
+        reading = self.ladder(max_attempts=3)["reading"]
+        self.assertIn("did not answer its last attempt (no-answer; 7 attempt(s) so far): the relay keeps retrying",
+                      reading)
+        self.assertNotIn("alerts", reading)
+        self.assertTrue(self.relay_sends(max_attempts=3))  # 7 transient failures do not count toward 3
+
+    def test_a_conflicting_payload_is_shown_and_never_read_as_safe_to_re_send(self):
+        con = inbox.init_sink(self.path("sink.db"))
+        inbox.receive(con, {"id": "snack-7", "sku": "snack", "qty": 5})
+        for _ in range(3):
+            with self.assertRaises(Exception):
+                inbox.receive(con, {"id": "snack-7", "sku": "snack", "qty": 7})
+        con.close()
+        ladder = self.ladder()
+        self.assertIs(ladder["sink"]["payload_matches"], False)
+        self.assertEqual(ladder["sink"]["payload"], '{"id":"snack-7","qty":5,"sku":"snack"}')
+        self.assertEqual(ladder["sink"]["deliveries"], {"count": 4, "outcomes": {"applied": 1, "conflict": 3}})
+        self.assertIn("409 conflict", ladder["reading"])
+        self.assertNotIn("safe", ladder["reading"])
+        text = evidence.lines(ladder)
+        self.assertIn('payload (sink):       {"id":"snack-7","qty":5,"sku":"snack"}', text)
+        self.assertIn('payload (source):     {"id":"snack-7","qty":7,"sku":"snack"}', text)
+        self.assertIn("deliveries (sink):    4 (applied 1, conflict 3)", text)
+
+    def test_the_history_shows_every_record_and_both_payloads_of_a_correction(self):
+        store.quarantine(self.source, "snack-7", "sink holds qty 5")
+        store.requeue(self.source, "snack-7", {"id": "snack-7", "sku": "snack", "qty": 5})
+        store.quarantine(self.source, "snack-7", "again")
+        text = evidence.lines(self.ladder())
+        history = [line for line in text if line.startswith("history (source):")]
+        self.assertEqual(len(history), 2, text)
+        self.assertIn('corrected from {"id":"snack-7","qty":7,"sku":"snack"} to {"id":"snack-7","qty":5,'
+                      '"sku":"snack"}', history[0])
+        self.assertIn("requeued on", history[0])
+        self.assertIn("(again)", history[1])
+        store.requeue(self.source, "snack-7")
+        self.fail(UntrustedAck("status 400", kind="rejected"))
+        store.retry(self.source, "snack-7")
+        text = evidence.lines(self.ladder())
+        self.assertTrue(any(line.startswith("history (source):     retried on") and "1 refused (last failure: "
+                            "rejected)" in line for line in text), text)
 
 
 if __name__ == "__main__":

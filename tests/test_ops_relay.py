@@ -2,6 +2,7 @@
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -57,22 +58,36 @@ class PoisonHeadTest(RelayTestCase):
 
         stuck = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
         self.assertEqual(stuck.returncode, 3, stuck.stderr)
+        self.assertNotIn("Traceback", stuck.stderr)
         alert = [line for line in stuck.stderr.splitlines() if "ALERT" in line]
         self.assertEqual(len(alert), 1, stuck.stderr)
-        self.assertIn("crate-9", alert[0])
-        self.assertIn("409", alert[0])
+        for words in ("crate-9", "refused by the sink 3 time(s)", "conflict", "409"):
+            self.assertIn(words, alert[0])
+        self.assertNotIn("untrusted-ack", alert[0])  # a 409 is a conflict
+        for command in ("python -m outbox evidence crate-9 --db %s" % self.source,
+                        "python -m outbox retry crate-9 --db %s" % self.source,
+                        "python -m outbox quarantine crate-9 --db %s" % self.source):
+            self.assertIn(command, stuck.stderr)
+        self.assertEqual(len([line for line in stuck.stderr.splitlines() if "refused head item 'crate-9'" in line]), 3)
+        self.assertEqual(stuck.stdout, "relay: marked 0 sent\n")
         figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)
         self.assertEqual((figures["pending"], figures["sent"]), (4, 0))  # nothing skipped
-        self.assertEqual(figures["head"]["attempts"], 3)
+        self.assertEqual((figures["head"]["attempts"], figures["head"]["last_error_kind"]), (3, "conflict"))
         again = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
         self.assertEqual(again.returncode, 3)  # no endless retry: still stuck, not one more attempt
         self.assertEqual(json.loads(outbox("status", "--db", self.source, "--json").stdout)["head"]["attempts"], 3)
         ladder = json.loads(outbox("evidence", "crate-9", "--db", self.source, "--sink", self.sink_db, "--json").stdout)
         self.assertIs(ladder["sink"]["payload_matches"], False)
         self.assertEqual(ladder["sink"]["deliveries"]["outcomes"], {"applied": 1, "conflict": 3})
+        text = outbox("evidence", "crate-9", "--db", self.source, "--sink", self.sink_db).stdout
+        self.assertIn('payload (sink):       {"id":"crate-9","qty":5,"sku":"crate"}', text)
+        self.assertIn('payload (source):     {"id":"crate-9","qty":7,"sku":"crate"}', text)
 
         held = outbox("quarantine", "crate-9", "--db", self.source, "--reason", "sink applied qty 5; source says 7")
         self.assertEqual(held.returncode, 0, held.stderr)
+        listed = json.loads(outbox("quarantined", "--db", self.source, "--json").stdout)["quarantined"]
+        self.assertEqual([(item["id"], item["attempts"], item["last_error_kind"]) for item in listed],
+                         [("crate-9", 3, "conflict")])
         flowed = outbox("relay", "--db", self.source, "--url", url, "--max-attempts", "3", "--once", *FAST)
         self.assertEqual(flowed.returncode, 0, flowed.stderr)
         figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)
@@ -101,6 +116,18 @@ class PoisonHeadTest(RelayTestCase):
         ladder = json.loads(outbox("evidence", "crate-9", "--db", self.source, "--sink", self.sink_db, "--json").stdout)
         self.assertEqual(ladder["outbox"]["quarantine"]["new_seq"], 5)
         self.assertIn("delivered and applied once", ladder["reading"])
+
+        # A purge removes the sent outbox rows; the operator's history of crate-9 stays, both payloads included.
+        self.assertEqual(outbox("purge", "--db", self.source, "--sent-before", "0s").stdout, "purged 4 sent row(s)\n")
+        after = outbox("evidence", "crate-9", "--db", self.source, "--sink", self.sink_db)
+        self.assertEqual(after.returncode, 0, after.stderr)
+        history = [line for line in after.stdout.splitlines() if line.startswith("history (source):")]
+        self.assertEqual(len(history), 1, after.stdout)
+        for words in ("quarantined at seq 1", "sink applied qty 5; source says 7", "requeued on", "as seq 5",
+                      'corrected from {"id":"crate-9","qty":7,"sku":"crate"} to {"id":"crate-9","qty":5,'
+                      '"sku":"crate"}', "overtaken by 3 sent item(s) (seq 2, 3, 4)"):
+            self.assertIn(words, history[0])
+        self.assertIn("outbox row (source):  absent", after.stdout)
 
 
 class StopTest(RelayTestCase):
@@ -132,6 +159,37 @@ class StopTest(RelayTestCase):
         self.assertLess(len(sent), total, "the relay finished before SIGTERM: this run proves nothing")
         self.assertLessEqual(sent, applied)
         self.assertLessEqual(len(applied - sent), 1, sorted(applied - sent))
+
+
+class GiveUpTest(RelayTestCase):
+    def test_give_up_after_exits_3_and_a_restart_tries_again_at_once(self):
+        con = init_store(self.source)
+        for i in range(3):
+            intake(con, {"id": "box-%d" % i, "sku": "box", "qty": 1})
+        con.close()
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()  # nothing listens there now: every connection is refused
+        gave_up = outbox("relay", "--db", self.source, "--url", "http://127.0.0.1:%d/events" % port, "--once",
+                         "--give-up-after", "1s", *FAST)
+        self.assertEqual(gave_up.returncode, 3, gave_up.stderr)
+        lines = gave_up.stderr.splitlines()
+        self.assertEqual(len([line for line in lines if "sink unreachable since" in line]), 1, gave_up.stderr)
+        alert = [line for line in lines if "ALERT" in line]
+        self.assertEqual(len(alert), 1, gave_up.stderr)
+        self.assertIn("has not answered for", alert[0])
+        self.assertIn("--give-up-after 1 s", alert[0])
+        self.assertIn("python -m outbox evidence box-0 --db %s" % self.source, gave_up.stderr)
+        figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)
+        self.assertEqual((figures["head"]["permanent_failures"], figures["head"]["last_error_kind"]), (0, "no-answer"))
+        ladder = json.loads(outbox("evidence", "box-0", "--db", self.source, "--json").stdout)
+        self.assertIn("the relay keeps retrying it", ladder["reading"])
+
+        url = self.start_sink()
+        back = outbox("relay", "--db", self.source, "--url", url, "--once", "--give-up-after", "1s", *FAST)
+        self.assertEqual(back.returncode, 0, back.stderr)  # no alert without a try
+        self.assertEqual(back.stdout, "relay: marked 3 sent\n")
 
 
 if __name__ == "__main__":

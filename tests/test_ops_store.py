@@ -1,4 +1,7 @@
-"""Issue 7, in process: schema upgrade, attempt records, quarantine and requeue, purge, backoff, metrics text."""
+"""Issue 7, in process: schema upgrade, attempt records, quarantine and requeue, purge, backoff, metrics text.
+
+The relay's loop in process is tests/test_ops_relay_loop.py.
+"""
 import ast
 import glob
 import os
@@ -9,9 +12,9 @@ import time
 import unittest
 
 from outbox import db, dispatch, init_store, intake, intake_many, mark_sent, pending
-from outbox import backoff, prometheus, relay, retention, store
+from outbox import backoff, prometheus, retention, store
 from outbox.cli_ops import render_status
-from outbox.errors import Conflict, NoAnswer, OutboxError, WrongDatabase
+from outbox.errors import Conflict, NotAcknowledged, OutboxError, UntrustedAck, WrongDatabase
 from sink import inbox, metrics
 from tests.support import ROOT, TempDirTestCase, build_v1, file_bytes, parse_prometheus
 
@@ -26,7 +29,7 @@ class UpgradeTest(TempDirTestCase):
         build_v1(path, ["z-1", "a-1", "m-1"], sent=["z-1"])
         con = init_store(path)
         self.addCleanup(con.close)
-        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 2)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 3)
         self.assertEqual(con.execute("SELECT seq, event_id, sent FROM outbox ORDER BY seq").fetchall(),
                          [(1, "z-1", 1), (2, "a-1", 0), (3, "m-1", 0)])
         self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 3)
@@ -61,10 +64,10 @@ class UpgradeTest(TempDirTestCase):
         self.assertEqual(file_bytes(path), before)
 
     def test_a_newer_file_is_refused_byte_for_byte_unchanged(self):
-        path = self.path("v3.db")
+        path = self.path("newer.db")
         init_store(path).close()
         con = sqlite3.connect(path, isolation_level=None)
-        con.execute("PRAGMA user_version = 3")
+        con.execute("PRAGMA user_version = %d" % (store.SCHEMA_VERSION + 1))
         con.close()
         before = file_bytes(path)
         for opener in (init_store, store.open_store_readonly):
@@ -153,7 +156,7 @@ class QuarantineTest(TempDirTestCase):
         self.assertEqual([e["id"] for e in pending(con)], ["d", "a", "e"])
         self.assertEqual(pending(con)[1], ev("a", qty=3))
         self.assertEqual(con.execute("SELECT qty FROM orders WHERE id = 'a'").fetchone()[0], 3)
-        _, row = store.observe(con, "a")
+        _, row, _ = store.observe(con, "a")
         self.assertEqual(row["quarantine"]["seq"], 1)
         self.assertEqual(row["quarantine"]["new_seq"], 5)
         self.assertEqual(row["quarantine"]["overtaken_by"], [2, 3])
@@ -210,54 +213,134 @@ class QuarantineTest(TempDirTestCase):
             self.assertIn("30s, 15m, 12h, 7d", str(caught.exception))
 
 
-class RelayLoopTest(TempDirTestCase):
-    """relay.run in process, with a plain send and no sleeping: rand() is 0, so every backoff wait is 0."""
+class HistoryTest(TempDirTestCase):
+    """The operator's records: every quarantine and retry of an id, kept apart from the purgeable outbox rows."""
 
     def setUp(self):
         super().setUp()
         self.con = init_store(self.path("s.db"))
         self.addCleanup(self.con.close)
-        for event_id in ("a", "b", "c"):
+        for event_id in ("a", "b", "c", "d", "e"):
             intake(self.con, ev(event_id))
 
-    def relay(self, send, stop=lambda: False, **options):
-        settings = dict(stop=stop, limit=16, max_attempts=3, base_delay=10.0, max_delay=10.0, once=True, poll=0.0,
-                        progress=lambda *args: None, rand=lambda: 0.0)
-        settings.update(options)
-        return relay.run(self.con, send, **settings)
+    def history(self, event_id):
+        return store.observe(self.con, event_id)[2]
 
-    def test_a_stuck_head_raises_the_alert_after_max_attempts_and_nothing_is_skipped(self):
-        sent = []
+    def test_every_quarantine_of_an_id_is_kept_with_its_own_overtakers(self):
+        con = self.con
+        store.quarantine(con, "a", "first")
+        self.assertTrue(mark_sent(con, "b"))
+        store.requeue(con, "a", ev("a", qty=4))  # a goes to seq 6
+        self.assertTrue(mark_sent(con, "c"))  # after the requeue: no longer an overtaker of the first record
+        store.quarantine(con, "a", "second")
+        self.assertTrue(mark_sent(con, "d"))  # seq 4 < 6: not an overtaker of the second either
+        intake(con, ev("f"))
+        self.assertTrue(mark_sent(con, "f"))  # seq 7 > 6: overtakes the second
+        records = self.history("a")["quarantines"]
+        self.assertEqual([(r["reason"], r["seq"], r["new_seq"], r["overtaken_by"]) for r in records],
+                         [("first", 1, 6, [2]), ("second", 6, None, [7])])
+        self.assertEqual(records[0]["original_payload"], '{"id":"a","qty":1,"sku":"snack"}')
+        self.assertEqual(records[0]["corrected_payload"], '{"id":"a","qty":4,"sku":"snack"}')
+        _, row, _ = store.observe(con, "a")
+        self.assertEqual(row["quarantine"]["reason"], "second")  # the latest, as before
 
-        def send(event):
-            sent.append(event["id"])
-            raise NoAnswer("sink down")
+    def test_a_requeued_item_starts_with_no_refusals_and_the_record_keeps_them(self):
+        con = self.con
+        refusal = UntrustedAck("POST: status 409; not marking it sent", kind="conflict")
+        for _ in range(2):
+            with self.assertRaises(UntrustedAck):
+                dispatch(con, lambda event: (_ for _ in ()).throw(refusal))
+        self.assertEqual(store.head(con)["permanent_failures"], 2)
+        store.quarantine(con, "a", "refused")
+        store.requeue(con, "a")
+        _, row, history = store.observe(con, "a")
+        self.assertEqual((row["attempts"], row["permanent_failures"], row["last_error"], row["last_error_kind"]),
+                         (0, 0, None, None))
+        self.assertEqual(history["quarantines"][0]["attempts"], 2)
 
-        with self.assertRaises(relay.HeadStuck) as caught:
-            self.relay(send)
-        self.assertEqual(sent, ["a", "a", "a"])
-        self.assertIn("'a'", str(caught.exception))
-        self.assertIn("NoAnswer: sink down", str(caught.exception))
-        self.assertEqual(store.figures(self.con)["pending"], 3)
-        with self.assertRaises(relay.HeadStuck):
-            self.relay(send)  # started again: the alert at once, no fourth attempt
-        self.assertEqual(sent, ["a", "a", "a"])
+    def test_a_requeue_without_a_correction_records_no_payloads(self):
+        store.quarantine(self.con, "a", "x")
+        store.requeue(self.con, "a")
+        record = self.history("a")["quarantines"][0]
+        self.assertEqual((record["original_payload"], record["corrected_payload"]), (None, None))
 
-    def test_the_stop_flag_lets_the_item_in_flight_be_marked_and_sends_no_other(self):
-        sent = []
+    def test_purge_never_deletes_the_history(self):
+        con = self.con
+        store.quarantine(con, "a", "held")
+        store.record_failure(con, "b", NotAcknowledged("no"))
+        store.retry(con, "b")
+        dispatch(con, lambda event: True)  # b, c, d, e overtake a
+        store.requeue(con, "a", ev("a", qty=2))
+        dispatch(con, lambda event: True)
+        self.assertEqual(retention.purge(con, 0), 5)
+        self.assertEqual(con.execute("SELECT count(*) FROM outbox").fetchone()[0], 0)
+        order, row, history = store.observe(con, "a")
+        self.assertIsNone(row)
+        self.assertEqual(order["qty"], 2)
+        self.assertEqual(len(history["quarantines"]), 1)
+        self.assertEqual(history["quarantines"][0]["overtaken_by"], [2, 3, 4, 5])
+        self.assertEqual(len(store.observe(con, "b")[2]["retries"]), 1)
 
-        def send(event):
-            sent.append(event["id"])
-            return True
+    def test_retry_resets_the_attempt_record_in_place_and_keeps_it(self):
+        con = self.con
+        for _ in range(3):
+            with self.assertRaises(NotAcknowledged):
+                dispatch(con, lambda event: False)
+        reset = store.retry(con, "a")
+        self.assertEqual(reset, {"attempts": 3, "permanent_failures": 3, "last_error_kind": "not-acknowledged",
+                                 "last_error": reset["last_error"]})
+        self.assertIn("NotAcknowledged", reset["last_error"])
+        head = store.head(con)
+        self.assertEqual((head["id"], head["seq"], head["attempts"], head["permanent_failures"], head["last_error"],
+                          head["last_error_kind"]), ("a", 1, 0, 0, None, None))
+        record = self.history("a")["retries"][0]
+        self.assertEqual((record["seq"], record["attempts"], record["permanent_failures"], record["last_error_kind"]),
+                         (1, 3, 3, "not-acknowledged"))
+        self.assertEqual([e["id"] for e in pending(con)], ["a", "b", "c", "d", "e"])  # no reordering
 
-        self.assertEqual(self.relay(send, stop=lambda: bool(sent), once=False), 1)
-        self.assertEqual(sent, ["a"])
-        self.assertEqual([e["id"] for e in pending(self.con)], ["b", "c"])
-        self.assertIn("Stopping", store.head(self.con)["last_error"])
+    def test_retry_refuses_a_sent_unknown_or_quarantined_id_and_changes_nothing(self):
+        con = self.con
+        mark_sent(con, "b")
+        store.quarantine(con, "c", "held")
+        before = (con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
+                  con.execute("SELECT count(*) FROM retries").fetchone()[0])
+        for event_id, words in (("b", "it is sent"), ("nope", "no outbox row"), ("c", "requeue")):
+            with self.assertRaises(OutboxError) as caught:
+                store.retry(con, event_id)
+            self.assertIn(words, str(caught.exception))
+        self.assertEqual((con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
+                          con.execute("SELECT count(*) FROM retries").fetchone()[0]), before)
 
-    def test_once_delivers_everything_then_returns(self):
-        self.assertEqual(self.relay(lambda event: True, limit=2), 3)
-        self.assertEqual(store.figures(self.con)["pending"], 0)
+    def test_quarantined_lists_every_item_out_of_line_in_seq_order(self):
+        con = self.con
+        store.quarantine(con, "d", "fourth")
+        store.record_failure(con, "b", NotAcknowledged("no"))
+        store.quarantine(con, "b", "second")
+        mark_sent(con, "a")
+        items = store.quarantined(con)
+        self.assertEqual([(i["id"], i["seq"], i["reason"], i["permanent_failures"], i["last_error_kind"])
+                          for i in items], [("b", 2, "second", 1, "not-acknowledged"), ("d", 4, "fourth", 0, None)])
+        self.assertTrue(all(i["quarantined_at"] <= time.time() for i in items))
+        store.requeue(con, "b")
+        self.assertEqual([i["id"] for i in store.quarantined(con)], ["d"])
+
+
+class FiguresTest(TempDirTestCase):
+    def test_the_oldest_pending_age_is_the_oldest_item_s(self):
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        for event_id in ("a", "b", "c"):
+            intake(con, ev(event_id))
+        now = time.time()
+        # Taken in an hour, a minute and a second ago; the oldest (the head) is sent.
+        for event_id, age in (("a", 7200), ("b", 3600), ("c", 60)):
+            con.execute("UPDATE outbox SET created_at = ? WHERE event_id = ?", (now - age, event_id))
+        mark_sent(con, "a")
+        figures = store.figures(con)
+        self.assertAlmostEqual(figures["oldest_pending_age_s"], 3600, delta=30)
+        self.assertEqual(figures["head"]["id"], "b")
+        samples = parse_prometheus(render_status(figures))
+        self.assertAlmostEqual(samples[("outbox_oldest_pending_age_seconds", ())], 3600, delta=30)
 
 
 class BackoffTest(unittest.TestCase):
@@ -284,6 +367,16 @@ class BackoffTest(unittest.TestCase):
 
 
 class MetricsTextTest(TempDirTestCase):
+    def test_every_figure_is_a_gauge(self):
+        """Each can go down as well as up: typed as a counter, rate() and alerts on it would lie."""
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        text = render_status(store.figures(con))
+        types = re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
+        self.assertGreaterEqual(len(types), 7)
+        self.assertEqual({kind for _, kind in types}, {"gauge"})
+        self.assertIn(("outbox_head_permanent_failures", "gauge"), types)
+
     def test_outbox_status_parses_as_the_text_format(self):
         con = init_store(self.path("s.db"))
         self.addCleanup(con.close)
@@ -314,6 +407,24 @@ class MetricsTextTest(TempDirTestCase):
         self.assertEqual(samples[("sink_inventory_qty", (("sku", "snack:v1.x"),))], 1)
         escaped = "\n".join(prometheus.family("x_total", "counter", "h", [({"k": 'a"b\\c\nd'}, 1)])) + "\n"
         self.assertEqual(parse_prometheus(escaped), {("x_total", (("k", 'a\\"b\\\\c\\nd'),)): 1})
+
+    def test_the_sink_s_last_delivery_is_its_latest(self):
+        con = inbox.init_sink(self.path("k.db"))
+        self.addCleanup(con.close)
+        inbox.receive(con, ev("a"))
+        inbox.receive(con, ev("b"))
+        inbox.receive(con, ev("a"))
+        times = (1000.0, 3000.0, 2000.0)  # arrival order is not time order: the latest is the second
+        for seq, at in zip((1, 2, 3), times):
+            con.execute("UPDATE deliveries SET received_at = ? WHERE seq = ?", (at, seq))
+        status = inbox.status(con)
+        self.assertEqual(status["last_delivery_unix"], 3000.0)
+        self.assertEqual(status["last_delivery_at"], "1970-01-01T00:50:00Z")
+        samples = parse_prometheus(metrics.render(status))
+        self.assertEqual(samples[("sink_last_delivery_timestamp_seconds", ())], 3000.0)
+        text = metrics.render(status)
+        self.assertIn("# TYPE sink_last_delivery_timestamp_seconds gauge", text)
+        self.assertIn("# TYPE sink_deliveries_total counter", text)
 
     def test_an_empty_sink(self):
         con = inbox.init_sink(self.path("k.db"))

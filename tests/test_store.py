@@ -25,7 +25,7 @@ class InitStoreTest(TempDirTestCase):
         self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "wal")
         self.assertEqual(con.execute("PRAGMA synchronous").fetchone()[0], 2)  # FULL
         self.assertGreater(con.execute("PRAGMA busy_timeout").fetchone()[0], 0)
-        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 2)  # schema 2: attempts and quarantine (issue 7)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 3)  # schema 3: failure kinds, history (issue 18)
         self.assertFalse(con.in_transaction)
 
     def test_reopening_keeps_the_rows(self):

@@ -1,0 +1,149 @@
+"""`python -m outbox relay`: outbox.relay at the command line, with its signals, stderr lines and metrics file.
+
+Owns what the loop must not know: the signal handlers (they only set a
+flag), the wording of the alert's next steps (they name the DB), and the
+node_exporter textfile the relay rewrites each round. The loop is
+outbox.relay; errors become exit statuses in outbox.cli.
+"""
+import contextlib
+import os
+import signal
+import sys
+
+from . import failures, prometheus, relay, store, textfile
+from .cli_args import add_durability_flag, duration_arg, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
+from .errors import OutboxError
+from .sender import send_http
+
+POLL = 0.5  # seconds between looks at an empty pending line
+EXIT_ALERT = 3
+
+
+def add_command(command):
+    """Add `relay` through `command(name, run, help)` (see outbox.cli)."""
+    loop = command("relay", run_relay, "deliver continuously: dispatch batches with send_http; ride out a sink "
+                   "that does not answer (retried for ever, capped backoff with full jitter); alert when the sink "
+                   "refuses the head item; SIGTERM or Ctrl-C let the item in flight finish, then exit 0")
+    loop.add_argument("--db", required=True, help="existing source DB")
+    loop.add_argument("--url", required=True, type=url_arg,
+                      help="the sink, e.g. http://127.0.0.1:8765/events")
+    loop.add_argument("--limit", type=limit_arg, default=store.MAX_BATCH,
+                      help="batch size, 1-16 (default: %(default)s)")
+    loop.add_argument("--max-attempts", type=positive_int, default=relay.DEFAULT_MAX_ATTEMPTS, metavar="N",
+                      help="times the sink may refuse the head item (4xx, 409, an untrusted ACK) before the alert, "
+                      "exit 3; no answer and 5xx never count (default: %(default)s)")
+    loop.add_argument("--give-up-after", type=duration_arg, metavar="DURATION",
+                      help="exit 3 once the sink has not answered for this long, e.g. 10m, for cron-style runs "
+                      "(default: retry for ever)")
+    loop.add_argument("--base-delay", type=seconds_arg, default=0.5, metavar="S",
+                      help="backoff after the first failure, at most (default: %(default)s)")
+    loop.add_argument("--max-delay", type=seconds_arg, default=10.0, metavar="S",
+                      help="cap of any backoff wait: how soon delivery resumes once the sink is back "
+                      "(default: %(default)s)")
+    loop.add_argument("--timeout", type=timeout_arg, default=5.0,
+                      help="seconds per delivery (default: %(default)s)")
+    loop.add_argument("--metrics-file", metavar="PATH", help="rewrite this node_exporter textfile each round, "
+                      "atomically: outbox_relay_sent_total, _attempts_total, _failures_total{kind}, "
+                      "_last_success_timestamp_seconds (default: none)")
+    add_durability_flag(loop)
+    loop.add_argument("--once", action="store_true", help="exit 0 as soon as nothing is pending (default: wait "
+                      "for new intake, polling every %gs)" % POLL)
+
+
+def run_relay(args):
+    if not os.path.isfile(args.db):
+        raise OutboxError("no source DB at %r (intake creates one)" % (args.db,))
+    tally = relay.Tally()
+    metrics = _MetricsFile(args.metrics_file)
+    metrics.write(tally, first=True)  # an unwritable path is refused before anything is sent
+    stops = []
+
+    def on_signal(signum, frame):
+        # Only a flag: the loop sees it between items and in every wait.
+        stops.append(signum)
+
+    def say(line):
+        print(line, file=sys.stderr, flush=True)
+
+    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            relay.run(
+                con, lambda event: send_http(args.url, event, timeout=args.timeout), stop=lambda: bool(stops),
+                limit=args.limit, max_attempts=args.max_attempts, base_delay=args.base_delay,
+                max_delay=args.max_delay, give_up_after=args.give_up_after, once=args.once, poll=POLL, say=say,
+                on_round=metrics.write, tally=tally)
+        except relay.Alert as exc:
+            print("relay: %s" % exc, file=sys.stderr)
+            for line in _next_steps(exc, args):
+                print("relay: %s" % line, file=sys.stderr)
+            print("relay: marked %d sent" % tally.sent, flush=True)
+            return EXIT_ALERT
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    print("relay: marked %d sent%s" % (tally.sent, "; stopped by signal" if stops else ""), flush=True)
+    return None
+
+
+def _next_steps(alert, args):
+    """What to run next, naming this DB: evidence first, then the two ways back (retry, quarantine)."""
+    head = alert.head
+    if isinstance(alert, relay.GaveUp):
+        steps = ["nothing is lost; once the sink answers: python -m outbox relay --db %s --url %s" % (
+            args.db, args.url)]
+        if head is not None:
+            steps.insert(0, "look: python -m outbox evidence %s --db %s --sink SINK_DB" % (head["id"], args.db))
+        return steps
+    return [
+        "look: python -m outbox evidence %s --db %s --sink SINK_DB" % (head["id"], args.db),
+        "then, once the sink will take it: python -m outbox retry %s --db %s (tries it again in its place)"
+        % (head["id"], args.db),
+        "or, to let the line behind it flow: python -m outbox quarantine %s --db %s --reason \"...\" "
+        "(out of line, reordered, recorded)" % (head["id"], args.db),
+    ]
+
+
+class _MetricsFile:
+    """The --metrics-file, rewritten whole after every round; a write that fails is said once, not fatal.
+
+    The first write (before any send) is the exception: a path that cannot be
+    written at all is refused there, with exit status 1.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.failing = False
+
+    def write(self, tally, first=False):
+        if self.path is None:
+            return
+        try:
+            textfile.replace(self.path, render_relay(tally))
+        except OSError as exc:
+            if first:
+                raise OSError("--metrics-file %r cannot be written: %s" % (self.path, exc)) from None
+            if not self.failing:
+                print("relay: metrics file %r not written (%s); delivery goes on" % (self.path, exc),
+                      file=sys.stderr, flush=True)
+            self.failing = True
+            return
+        if self.failing:
+            print("relay: metrics file %r written again" % self.path, file=sys.stderr, flush=True)
+        self.failing = False
+
+
+def render_relay(tally):
+    """`tally` (relay.Tally) in the Prometheus text format: three counters and one gauge."""
+    lines = prometheus.family("outbox_relay_sent_total", "counter", "Items this relay marked sent after a "
+                              "verified ACK, since it started.", [({}, tally.sent)])
+    lines += prometheus.family("outbox_relay_attempts_total", "counter", "Sends this relay started, since it "
+                               "started.", [({}, tally.attempts)])
+    lines += prometheus.family(
+        "outbox_relay_failures_total", "counter", "Failed sends by kind (transient: no-answer, server-error; "
+        "the rest count toward --max-attempts), since it started.",
+        [({"kind": kind}, tally.failures.get(kind, 0)) for kind in sorted(failures.TRANSIENT | failures.PERMANENT)])
+    lines += prometheus.family(
+        "outbox_relay_last_success_timestamp_seconds", "gauge", "Unix time of the relay's last round without a "
+        "failure (absent before the first).", [({}, tally.last_success)])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,30 @@
+"""A node_exporter textfile, replaced whole: a temporary file beside it, then a rename.
+
+Owns only that: a reader (the textfile collector) sees the old file or the
+new one, never a half-written one. The temporary name ends in ``.tmp``, which
+the collector skips (it reads ``*.prom``). No DB, no socket.
+"""
+import os
+import tempfile
+
+
+def replace(path, text):
+    """Write `text` to `path` atomically (same directory, os.replace); OSError if it cannot.
+
+    The file gets mode 0644 (a collector often runs as another user); the
+    temporary file is removed if anything fails before the rename.
+    """
+    path = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,323 @@
+"""Mutation run over the operator code: small realistic mistakes, each run against the tests that cover it.
+
+`make mutate-ops` (not part of `make test` or CI: about ten minutes on two
+cores). Each mutant is a copy of the kit with one edit, made from the text
+anchors below (an anchor that no longer occurs exactly once is an error
+naming the mutant, never a silent kill); its test modules run in one
+process with failfast, and the mutant is killed when any test fails.
+First the unmutated copy runs the same modules: a test that already fails
+there is left out of every mutant's run (so `--tests-from REV`, the tests of
+an earlier commit, measures what those tests could kill). Prints one line
+per mutant, the survivors, and the kill rate; exit 0 when the rate is at
+least --goal.
+"""
+import argparse
+import concurrent.futures
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:1] = [ROOT]
+
+from tests.support import kit_files  # noqa: E402  (after the path is set, as in tests/run.py)
+
+RUN_TIMEOUT = 300  # seconds for one mutant's modules
+RELAY = ("tests.test_ops_relay_loop", "tests.test_ops_relay", "tests.test_ops_store")
+STORE = ("tests.test_ops_store", "tests.test_ops_cli", "tests.test_ops_failures", "tests.test_ops_relay_loop")
+EVIDENCE = ("tests.test_ops_evidence", "tests.test_ops_relay", "tests.test_ops_upgrade")
+UPGRADE = ("tests.test_ops_upgrade", "tests.test_ops_store", "tests.test_ops_cli")
+METRICS = ("tests.test_ops_store", "tests.test_ops_cli", "tests.test_ops_alerts")
+CLI = ("tests.test_ops_args", "tests.test_ops_cli", "tests.test_outbox_cli", "tests.test_ops_relay")
+READONLY = ("tests.test_ops_readonly", "tests.test_store", "tests.test_pinned", "tests.test_ops_cli")
+
+# (name, file, [(text in the kit, text in the mutant)], test modules)
+MUTANTS = (
+    # The relay (outbox/relay.py) and the failure kinds (outbox/failures.py).
+    ("backoff never starts again after a good round", "outbox/relay.py",
+     [("            failed_rounds = 0\n", "")], RELAY),
+    ("an ACK in a failed batch does not start the backoff again", "outbox/relay.py",
+     [("failed_rounds = 1 if acked else failed_rounds + 1", "failed_rounds += 1")], RELAY),
+    ("progress printed every round", "outbox/relay.py",
+     [("        if now - self.at < PROGRESS_EVERY:\n            return\n", "")], RELAY),
+    ("progress printed while idle or failing too", "outbox/relay.py",
+     [("        if tally.sent == self.sent:\n", "        if False:\n")], RELAY),
+    ("events/s averaged since the start", "outbox/relay.py",
+     [("        self.at, self.sent = now, tally.sent\n", "        self.sent = tally.sent\n")], RELAY),
+    ("a failed batch's marked items not counted", "outbox/relay.py",
+     [("                tally.sent += len(acked)  # every ACK before the failure", "                pass  #")], RELAY),
+    ("the alert counts every attempt, outages included", "outbox/relay.py",
+     [('head["permanent_failures"] >= max_attempts', 'head["attempts"] >= max_attempts')], RELAY),
+    ("one refusal more than --max-attempts", "outbox/relay.py",
+     [('head["permanent_failures"] >= max_attempts', 'head["permanent_failures"] > max_attempts')], RELAY),
+    ("the outage never ends", "outbox/relay.py",
+     [("            self.since = None\n", "")], RELAY),
+    ("the unreachable line on every failure", "outbox/relay.py",
+     [("        if self.since is None:\n            self.since = now\n",
+       "        if True:\n            self.since = self.since or now\n")], RELAY),
+    ("give-up's last wait not cut to the time left", "outbox/relay.py",
+     [("        return min(wait, left)\n", "        return wait\n")], RELAY),
+    ("never gives up", "outbox/relay.py",
+     [("        left = self.since + self.give_up_after - now\n        if left <= 0:\n",
+       "        left = self.since + self.give_up_after - now\n        if False:\n")], RELAY),
+    ("a stop does not stop the batch", "outbox/relay.py",
+     [("        if stop():\n            raise Stopping", "        if False:\n            raise Stopping")], RELAY),
+    ("last success never set", "outbox/relay.py", [("            tally.last_success = clock.now()\n", "")],
+     RELAY + ("tests.test_ops_cli",)),
+    ("attempts not counted", "outbox/relay.py", [("        tally.attempts += 1\n", "")], RELAY + ("tests.test_ops_cli",)),
+    ("no answer counted toward the alert", "outbox/failures.py",
+     [('TRANSIENT = frozenset(("no-answer", "server-error"))', 'TRANSIENT = frozenset(("server-error",))')],
+     RELAY + ("tests.test_ops_failures",)),
+    ("a 5xx counted toward the alert", "outbox/failures.py",
+     [('TRANSIENT = frozenset(("no-answer", "server-error"))', 'TRANSIENT = frozenset(("no-answer",))')],
+     RELAY + ("tests.test_ops_failures",)),
+    ("a 409 reported as an untrusted ACK", "outbox/sender.py",
+     [("    if status == 409:\n", "    if status == 410:\n")], ("tests.test_ops_failures", "tests.test_ops_relay")),
+    ("only some 5xx transient", "outbox/sender.py",
+     [("    if 500 <= status <= 599:\n", "    if 500 <= status <= 503:\n")], ("tests.test_ops_failures",)),
+    # Backoff and retention.
+    ("backoff one doubling ahead", "outbox/backoff.py",
+     [("base * 2.0 ** (attempt - 1)", "base * 2.0 ** attempt")], ("tests.test_ops_store", "tests.test_ops_relay_loop")),
+    ("backoff without its cap", "outbox/backoff.py",
+     [("min(cap, base * 2.0 ** (attempt - 1))", "base * 2.0 ** (attempt - 1)")],
+     ("tests.test_ops_store", "tests.test_ops_relay_loop")),
+    ("backoff without jitter", "outbox/backoff.py", [("    return bound * draw\n", "    return bound\n")],
+     ("tests.test_ops_store", "tests.test_ops_relay_loop")),
+    ("purge keeps recent rows and deletes old ones the other way round", "outbox/retention.py",
+     [("(time.time() if now is None else now) - older_than_s", "(time.time() if now is None else now) + older_than_s")],
+     ("tests.test_ops_store", "tests.test_ops_cli")),
+    ("purge stops after one batch", "outbox/retention.py",
+     [("        if count < batch:\n", "        if count <= batch:\n")], ("tests.test_ops_store", "tests.test_ops_cli")),
+    ("minutes read as seconds", "outbox/retention.py", [('"m": 60', '"m": 1')], ("tests.test_ops_store",)),
+    ("a negative duration accepted", "outbox/retention.py", [('r"([0-9]{1,9})', 'r"(-?[0-9]{1,9})')],
+     ("tests.test_ops_store",)),
+    # Evidence.
+    ("a conflicting payload read as safe to re-send", "outbox/evidence.py",
+     [("    if differs:\n        return (\"the sink holds this id", "    if False:\n        return (\"the sink holds this id")],
+     EVIDENCE),
+    ("delivery counts wrong when outcomes repeat", "outbox/evidence.py",
+     [("counts[outcome] = counts.get(outcome, 0) + 1", "counts[outcome] = 1")], EVIDENCE),
+    ("a stuck head read as retried", "outbox/evidence.py",
+     [("    if refused >= max_attempts:\n", "    if refused > max_attempts:\n")], EVIDENCE),
+    ("an outage read as refusals", "outbox/evidence.py",
+     [("    if failures.is_transient(kind):\n", "    if failures.is_permanent(kind):\n")], EVIDENCE),
+    ("only the latest quarantine shown", "outbox/evidence.py",
+     [('    for record in history["quarantines"]:\n', '    for record in history["quarantines"][-1:]:\n')], EVIDENCE),
+    ("the sink's payload shown for the wrong case", "outbox/evidence.py",
+     [('        if sink["payload_matches"] is False:\n', '        if sink["payload_matches"] is None:\n')], EVIDENCE),
+    ("the corrected payload shown as the original", "outbox/evidence.py",
+     [('record["original_payload"] or "(not recorded', 'record["corrected_payload"] or "(not recorded')], EVIDENCE),
+    # The operator's store functions.
+    ("oldest pending age from the newest item", "outbox/store.py",
+     [("SELECT count(*), min(created_at), coalesce", "SELECT count(*), max(created_at), coalesce")], STORE),
+    ("overtakers recorded after the requeue too", "outbox/store.py",
+     [("WHERE q.requeued_at IS NULL AND q.seq < o.seq", "WHERE q.seq < o.seq")], STORE + ("tests.test_ops_relay",)),
+    ("requeue keeps the permanent failures", "outbox/store.py",
+     [('"last_attempt_at = NULL, last_error = NULL, last_error_kind = NULL, permanent_failures = 0 "',
+       '"last_attempt_at = NULL, last_error = NULL, last_error_kind = NULL "')], STORE),
+    ("retry keeps the permanent failures", "outbox/store.py",
+     [('"UPDATE outbox SET attempts = 0, permanent_failures = 0, last_attempt_at = NULL, last_error = NULL, "',
+       '"UPDATE outbox SET attempts = 0, last_attempt_at = NULL, last_error = NULL, "')], STORE),
+    ("retry of a quarantined item", "outbox/store.py",
+     [('        if row["quarantined_at"] is not None:\n            raise OutboxError("%r is quarantined (since %s); '
+       'requeue', '        if False:\n            raise OutboxError("%r is quarantined (since %s); requeue')], STORE),
+    ("every failure counted as permanent", "outbox/store.py",
+     [("1 if failures.is_permanent(kind) else 0", "1")], STORE),
+    ("the original payload not kept", "outbox/store.py",
+     [('None if payload is None else row["payload"]', "payload")], STORE + EVIDENCE),
+    ("history: only the latest quarantine", "outbox/store.py",
+     [('"corrected_payload FROM quarantines WHERE event_id = ? ORDER BY id",',
+       '"corrected_payload FROM quarantines WHERE event_id = ? ORDER BY id DESC LIMIT 1",')], STORE + EVIDENCE),
+    ("quarantined listed newest first", "outbox/store.py",
+     [('"last_error_kind FROM outbox WHERE sent = 0 AND quarantined_at IS NOT NULL ORDER BY seq")]',
+       '"last_error_kind FROM outbox WHERE sent = 0 AND quarantined_at IS NOT NULL ORDER BY seq DESC")]')], STORE),
+    ("purge of rows sent after the cutoff", "outbox/store.py", [("AND sent_at <= ? ORDER BY seq", "AND sent_at >= ? ORDER BY seq")],
+     ("tests.test_ops_store", "tests.test_ops_cli")),
+    # The upgrade.
+    ("an upgrade that loses sent_at", "outbox/store.py",
+     [('    "ALTER TABLE outbox ADD COLUMN last_error_kind TEXT",\n',
+       '    "ALTER TABLE outbox ADD COLUMN last_error_kind TEXT",\n    "UPDATE outbox SET sent_at = created_at",\n')],
+     UPGRADE),
+    ("the upgrade in one transaction per step", "outbox/db.py",
+     [("                for statement in upgrades[step]:\n                    con.execute(statement)\n",
+       "                for statement in upgrades[step]:\n                    con.execute(statement)\n"
+       "                con.execute(\"COMMIT\")\n                con.execute(\"BEGIN IMMEDIATE\")\n")], UPGRADE),
+    ("upgraded rows start with a refusal", "outbox/store.py",
+     [("permanent_failures INTEGER NOT NULL DEFAULT 0\",", "permanent_failures INTEGER NOT NULL DEFAULT 1\",")], UPGRADE),
+    ("a newer file accepted", "outbox/db.py", [("    if found > version:\n        raise _written_by_newer",
+                                                "    if False:\n        raise _written_by_newer")], UPGRADE),
+    # Metrics.
+    ("a relay counter typed as a gauge", "outbox/cli_relay.py",
+     [('"outbox_relay_sent_total", "counter"', '"outbox_relay_sent_total", "gauge"')], METRICS),
+    ("gauges typed as counters", "outbox/cli_ops.py",
+     [('lines += prometheus.family(name, "gauge", help_text', 'lines += prometheus.family(name, "counter", help_text')],
+     METRICS),
+    ("failure kinds listed only once seen", "outbox/cli_relay.py",
+     [("for kind in sorted(failures.TRANSIENT | failures.PERMANENT)", "for kind in sorted(tally.failures)")], METRICS),
+    ("the metrics file written in place", "outbox/textfile.py",
+     [("        os.replace(temporary, path)\n",
+       "        os.unlink(temporary)\n        with open(path, \"w\", encoding=\"utf-8\") as f:\n"
+       "            for line in text.splitlines(True):\n                f.write(line)\n                f.flush()\n")],
+     ("tests.test_ops_cli",)),
+    ("the metrics file readable by its owner only", "outbox/textfile.py", [("        os.chmod(temporary, 0o644)\n", "")],
+     ("tests.test_ops_cli",)),
+    ("the sink's last delivery time from the first delivery", "sink/inbox.py",
+     [("SELECT max(received_at) FROM deliveries", "SELECT min(received_at) FROM deliveries")], METRICS),
+    # status --check.
+    ("late delivery only a warning", "outbox/nagios.py", [("        status = CRITICAL\n", "        status = WARNING\n")],
+     ("tests.test_ops_cli",)),
+    ("one quarantined item over the threshold", "outbox/nagios.py",
+     [('    if figures["quarantined"] > max_quarantined:\n', '    if figures["quarantined"] >= max_quarantined:\n')],
+     ("tests.test_ops_cli",)),
+    ("a warning hides a critical", "outbox/nagios.py",
+     [("        status = max(status, WARNING)\n        problems.append(\"%d quarantined",
+       "        status = WARNING\n        problems.append(\"%d quarantined")], ("tests.test_ops_cli",)),
+    # Reading without creating a file.
+    ("read-only open without immutable", "outbox/db.py",
+     [('        return uri + "&immutable=1"\n', '        return uri\n')], READONLY),
+    ("a WAL with commits read as if empty", "outbox/db.py",
+     [("    if not os.path.exists(wal) or os.path.getsize(wal) == 0:\n",
+       "    if not os.path.exists(wal) or os.path.getsize(wal) >= 0:\n")], READONLY),
+    # The command line.
+    ("--limit 17 accepted", "outbox/cli_args.py",
+     [("not 1 <= value <= store.MAX_BATCH", "not 1 <= value")], CLI),
+    ("deep JSON not named as --event's fault", "outbox/cli_ops.py",
+     [("        except (ValueError, RecursionError) as exc:\n", "        except ValueError as exc:\n")], CLI),
+    ("--max-age accepted without --check", "outbox/cli_ops.py",
+     [("    if not args.check and (args.max_age", "    if False and (args.max_age")], CLI),
+    ("the alert does not name retry", "outbox/cli_relay.py",
+     [('        "then, once the sink will take it: python -m outbox retry %s', '        "then: python -m outbox requeue %s')],
+     CLI),
+)
+
+# Runs in the mutant's copy, from its root: the modules' tests minus the skipped ids, failfast.
+WORKER = r"""
+import json, sys, unittest
+modules, skip, failfast = json.loads(sys.argv[1]), set(json.loads(sys.argv[2])), sys.argv[3] == "1"
+suite = unittest.TestSuite()
+
+def flatten(item):
+    if isinstance(item, unittest.TestSuite):
+        for inner in item:
+            yield from flatten(inner)
+    else:
+        yield item
+
+for name in modules:
+    for test in flatten(unittest.defaultTestLoader.loadTestsFromName(name)):
+        if test.id() not in skip:
+            suite.addTest(test)
+result = unittest.TextTestRunner(stream=sys.stderr, verbosity=0, failfast=failfast).run(suite)
+failed = [test.id() for test, _ in result.failures + result.errors]
+print("@@failed " + json.dumps(failed))
+sys.exit(1 if failed or not result.testsRun else 0)
+"""
+
+
+class StalePatch(Exception):
+    """A mutant's anchor no longer occurs exactly once: the list is out of date, not the tests."""
+
+
+def copy_kit(dest, tests_from):
+    for name in kit_files():
+        if tests_from and name.startswith("tests/"):
+            continue
+        target = os.path.join(dest, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, name), target)
+    if tests_from:
+        archive = subprocess.run(["git", "-C", ROOT, "archive", tests_from, "tests"], stdout=subprocess.PIPE,
+                                 check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(dest)
+
+
+def apply(root, name, path, edits):
+    target = os.path.join(root, path)
+    with open(target, encoding="utf-8") as f:
+        text = f.read()
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise StalePatch("mutant %r: its anchor occurs %d times in %s: %r" % (name, text.count(old), path, old))
+        text = text.replace(old, new)
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def present(root, modules):
+    return [m for m in modules if os.path.isfile(os.path.join(root, *m.split(".")) + ".py")]
+
+
+def run_tests(root, modules, skip, failfast):
+    """(exit status, failed test ids) of `modules` run in `root`."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(PYTHONPATH=root, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        proc = subprocess.run([sys.executable, "-c", WORKER, json.dumps(modules), json.dumps(sorted(skip)),
+                               "1" if failfast else "0"], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                              timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, []  # a mutant that hangs its tests is killed by the timeout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("@@failed ")]
+    return proc.returncode, json.loads(lines[-1][len("@@failed "):]) if lines else []
+
+
+def judge(mutant, stage, skip):
+    name, path, edits, modules = mutant
+    with tempfile.TemporaryDirectory(prefix="mutate-ops-") as folder:
+        root = os.path.join(folder, "kit")
+        shutil.copytree(stage, root)
+        apply(root, name, path, edits)
+        modules = present(root, modules)
+        if not modules:
+            return name, None, "no test module covers it"
+        started = time.monotonic()
+        status, failed = run_tests(root, modules, skip, failfast=True)
+        if status is None:
+            detail = "its tests timed out"
+        else:
+            detail = failed[0] if failed else "no test failed"
+        return name, status != 0, "%.0fs, %s" % (time.monotonic() - started, detail)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tests-from", metavar="REV", help="the tests/ of this git revision (default: this tree's)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default: %(default)s)")
+    parser.add_argument("-k", metavar="WORDS", help="only the mutants whose name contains WORDS")
+    parser.add_argument("--goal", type=float, default=0.95, help="kill rate to exit 0 (default: %(default)s)")
+    args = parser.parse_args(argv)
+    mutants = [m for m in MUTANTS if args.k is None or args.k in m[0]]
+    with tempfile.TemporaryDirectory(prefix="mutate-ops-") as stage:
+        copy_kit(stage, args.tests_from)  # once: edits to the tree while this runs do not leak in
+        for name, path, edits, _ in mutants:  # every anchor checked before anything runs
+            apply(stage, name, path, [(old, old) for old, _ in edits])
+        modules = sorted({m for mutant in mutants for m in present(stage, mutant[3])})
+        status, failing = run_tests(stage, modules, (), failfast=False)
+        if failing:
+            print("left out, failing on the unmutated code: %s" % ", ".join(failing))
+        elif status != 0:
+            print("the unmutated code does not pass its tests (exit %s)" % status)
+            return 2
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            verdicts = list(pool.map(lambda mutant: judge(mutant, stage, set(failing)), mutants))
+    counted = [v for v in verdicts if v[1] is not None]
+    for name, killed, detail in verdicts:
+        print("%-8s %s (%s)" % ({True: "killed", False: "SURVIVED", None: "n/a"}[killed], name, detail))
+    killed = sum(1 for v in counted if v[1])
+    rate = killed / len(counted) if counted else 0.0
+    print("mutate-ops: %d of %d killed (%.0f%%)%s" % (killed, len(counted), 100 * rate,
+                                                       "; tests from %s" % args.tests_from if args.tests_from else ""))
+    return 0 if rate >= args.goal else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
