@@ -287,6 +287,8 @@ class StoreThread:
                 if self.on_death is not None:
                     self.on_death(exc)
                 call.error = StoreGone(why)
+                call.done.set()
+                return
             call.done.set()
 
     def _end(self, why, closing):
@@ -301,12 +303,11 @@ class StoreThread:
         try:
             self._con.close()
         except Exception as exc:
-            if closing is None:
-                raise
-            closing.error = exc
-        finally:
             if closing is not None:
-                closing.done.set()
+                closing.error = exc  # raised by close(), for stop() to report
+            # else the thread is dying of another failure, and that one is what gets reported
+        if closing is not None:
+            closing.done.set()
 
 
 class _Client:

@@ -8,15 +8,19 @@ churn tests a real `python -m sink serve` child whose CPU time is read from
 /proc (tests/torture/churn.py; `make torture` runs it for longer).
 """
 
+import os
 import socket
 import sys
 import threading
 import time
 
-from tests.support import DEADLINE, EVENT, ServerTestCase, body_of, post, wait_until
+from sink.server import DEFAULT_MAX_CONNECTIONS
+from tests.support import DEADLINE, EVENT, ServerTestCase, TempDirTestCase, body_of, post
+from tests.torture import churn
 
 FLOOD_THREADS = 6
 FLOOD_SECONDS = 2.0  # the reader died within the first second of this on the code before issue 17
+CHURN_SECONDS = 3.0  # per cap here; `make torture` churns 10 s per cap
 
 
 class FloodTest(ServerTestCase):
@@ -55,3 +59,24 @@ class FloodTest(ServerTestCase):
 
     def test_a_one_byte_flood_at_the_default_cap_leaves_the_reader_serving(self):
         self.flood(64)
+
+
+class ChurnTest(TempDirTestCase):
+    """Every churn pattern at the cap, with honest POSTs timed during and after (tests/torture/churn.py)."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists("/proc/self/stat"):
+            self.skipTest("needs Linux /proc for the sink's CPU time")
+
+    def churn(self, cap):
+        result = churn.run_churn(self.path("cap-%d" % cap), cap=cap, seconds=CHURN_SECONDS)
+        sys.stderr.write("\n  %s\n" % churn.describe(result))
+        self.assertEqual(result.violations, [])
+        self.assertGreater(result.connections, len(churn.PATTERNS))  # every pattern ran, more than once
+
+    def test_churn_at_a_cap_of_8(self):
+        self.churn(8)
+
+    def test_churn_at_the_default_cap(self):
+        self.churn(DEFAULT_MAX_CONNECTIONS)
