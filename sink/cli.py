@@ -192,7 +192,7 @@ def _serve(args):
         except server.ThreadDied:
             pass  # died while stopping: reported below like any other death
     if srv.failure is not None:
-        # No stop(): the requests in hand may wait on the thread that is gone. The traceback is logged above.
+        # At once: another stop() could wait on the thread that is gone. Its traceback is in the log above.
         print("%s: error: %s; exiting with status %d" % (PROG, srv.failure, EXIT_THREAD_DIED),
               file=sys.stderr, flush=True)
         return EXIT_THREAD_DIED

@@ -1,4 +1,4 @@
-"""The sink's request reader: strict HTTP/1.0-1.1 framing as an I/O-free object, and the table from refusals to statuses.
+"""The sink's request reader: strict HTTP/1.0-1.1 framing as an I/O-free object, and the statuses of refusals.
 
 Owns what a request head must look like, how long a body is, which status
 each refusal gets, and `Reader`, which turns the bytes of one connection into
@@ -163,8 +163,9 @@ class Reader:
         if self.outcome is not NEED_MORE:
             return self.outcome
         if self.head is not None:
-            self.outcome = Refused("invalid", "body incomplete: %d of %d bytes (Content-Length) before the client closed"
-                                   % (len(self._buffer) - self._body_at, self._length))
+            self.outcome = Refused(
+                "invalid", "body incomplete: %d of %d bytes (Content-Length) before the client closed"
+                % (len(self._buffer) - self._body_at, self._length))
         elif self._buffer:
             self.outcome = Refused("invalid", "request head incomplete: the client closed before the blank line")
         else:
@@ -203,7 +204,8 @@ class Reader:
     def _check_route(self, head):
         allowed = self.routes.get(head.target)
         if allowed is None:
-            raise Refused("no-such-path", "no such path %r: the sink serves only %s" % (head.target, describe(self.routes)))
+            raise Refused(
+                "no-such-path", "no such path %r: the sink serves only %s" % (head.target, describe(self.routes)))
         if head.method != allowed:
             raise Refused(
                 "wrong-method", "method %s is not allowed on %s; use %s" % (head.method, head.target, allowed),

@@ -46,7 +46,8 @@ from outbox.errors import Conflict, InvalidEvent
 from outbox.event import loads_strict, validate_event
 
 from . import framing, inbox, metrics
-from .framing import MAX_BODY, NEED_MORE, STATUS, Refused, Unanswered  # noqa: F401  (MAX_BODY and STATUS are part of this module's API)
+from .framing import NEED_MORE, Refused, Unanswered
+from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
 
 EVENTS_PATH = "/events"
 HEALTH_PATH = "/health"
@@ -402,7 +403,7 @@ class SinkServer:
             raise self._failure
 
     def shutdown(self):
-        """Make serve_forever return, and wait for it: at once for idle clients, by their deadlines for bodies in hand."""
+        """Make serve_forever return and wait for it: at once for idle clients, by their deadlines for bodies."""
         if self._give_up is None:
             self._give_up = time.monotonic() + self.request_timeout + STOP_GRACE
         self._stop_requested = True
@@ -413,7 +414,7 @@ class SinkServer:
             self._stopped.wait(max(0.0, self._give_up - time.monotonic()))
 
     def server_close(self):
-        """Close the listener and every waiting client; wait for the answers in hand (bounded, see stop); close the store."""
+        """Close the listener and waiting clients; wait (bounded, see stop) for the answers in hand; close the store."""
         if self._closed:
             return
         self._closed = True
@@ -509,7 +510,8 @@ class SinkServer:
         try:
             step(client, *args)
         except Exception:
-            self.log_line("%s - closed after an internal error:\n%s" % (client.address[0], traceback.format_exc().rstrip()))
+            self.log_line("%s - closed after an internal error:\n%s"
+                          % (client.address[0], traceback.format_exc().rstrip()))
             self._close(client)
 
     def _open(self):

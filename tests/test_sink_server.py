@@ -481,7 +481,8 @@ class RefusalTest(ServerTestCase):
                         ["Content-Type: application/json", "Content-Length: %d" % len(event)], event, target=target
                     ),
                 )
-                self.assert_refused(status, answer, 404, mentions=["path", "POST /events, GET /health and GET /metrics"])
+                self.assert_refused(status, answer, 404,
+                                    mentions=["path", "POST /events, GET /health and GET /metrics"])
 
     def test_other_methods_are_405_with_allow(self):
         cases = [
@@ -518,7 +519,8 @@ class ContinueTest(ServerTestCase):
     def test_expect_100_continue_is_answered_before_the_body_is_sent(self):
         port = self.port()
         event = body_of(EVENT)
-        head = request_bytes(["Content-Type: application/json", "Content-Length: %d" % len(event), "Expect: 100-continue"])
+        head = request_bytes(
+            ["Content-Type: application/json", "Content-Length: %d" % len(event), "Expect: 100-continue"])
         with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
             sock.sendall(head)
             interim = b""
@@ -559,7 +561,8 @@ class FailLoudTest(ServerTestCase):
         self.assertIs(caught.exception, server.failure)
 
     def assert_unavailable(self, port, why):
-        for method, path, body in (("GET", "/health", None), ("GET", "/metrics", None), ("POST", "/events", body_of(EVENT))):
+        requests = (("GET", "/health", None), ("GET", "/metrics", None), ("POST", "/events", body_of(EVENT)))
+        for method, path, body in requests:
             with self.subTest(path=path):
                 status, _, answer = post(port, body, path=path, method=method,
                                          content_type="application/json" if body else None)

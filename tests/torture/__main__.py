@@ -1,4 +1,4 @@
-"""`make torture`: the whole crash matrix and the seeded soak, two runs at a time, then the table; then the sink's churn and framing fuzz.
+"""`make torture`: the crash matrix and the seeded soak, two runs at a time, the table; then the sink's fuzz and churn.
 
 The edge of the torture run: arguments, the temporary directory (removed at
 the end), the pool of two, the printed table and the exit status (0 when
@@ -35,7 +35,8 @@ def build_parser():
     parser.add_argument("--soak-kills", type=int, default=12, help="SIGKILLs during the soak (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default: %(default)s)")
     parser.add_argument("--churn-seconds", type=float, default=10.0,
-                        help="seconds of connection churn against the sink at each cap, 0 for none (default: %(default)s)")
+                        help="seconds of connection churn against the sink at each cap, 0 for none "
+                             "(default: %(default)s)")
     parser.add_argument("--framing-streams", type=int, default=200000,
                         help="random byte streams for the sink's request reader, from the seed, 0 for none "
                              "(default: %(default)s)")

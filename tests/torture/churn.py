@@ -94,7 +94,7 @@ def churner(port, number, stop, made, errors):
 
 
 def honest_post(url, event_id):
-    """Seconds until `event_id` is ACKed, retrying at once after a lost connection, as a publisher would; None if never."""
+    """Seconds until `event_id` is ACKed, retrying at once after a lost connection as a publisher would; else None."""
     started = time.monotonic()
     while time.monotonic() - started < HONEST_TIMEOUT:
         try:
