@@ -657,18 +657,19 @@ class SinkServer:
     # -- failures -------------------------------------------------------------------------------
 
     def _fail(self, thread, exc):
-        """Record that `thread` died of `exc` (the first death is `failure`), log its traceback, wake the reader."""
+        """Log that `thread` died of `exc`, with its traceback; then record it (the first death is `failure`)."""
         died = ThreadDied("the %s thread died: %s" % (thread, _describe(exc)))
         died.__cause__ = exc
         died.thread = thread
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+        try:
+            # Logged before it is recorded: whoever watches `failure` (the CLI exits at once) finds it in the log.
+            self.log_line("%s; every request is answered 503 from now on:\n%s" % (died, text))
+        except BaseException:
+            pass  # the log may be what failed: the failure is recorded below all the same
         with self._lock:
             if self._failure is None:
                 self._failure = died
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-        try:
-            self.log_line("%s; every request is answered 503 from now on:\n%s" % (died, text))
-        except BaseException:
-            pass  # the log may be what failed: the failure is recorded above all the same
         self._wake()
 
     # -- answers (worker threads) -----------------------------------------------------------------
