@@ -466,8 +466,8 @@ class SinkServer:
             while self._waiting and time.monotonic() < give_up:
                 self._serve_once()
         except BaseException as exc:
+            self.socket.close()  # first, so that once `failure` is set no new client is left waiting
             self._fail("reader", exc)
-            self.socket.close()
             raise
         finally:
             for client in list(self._waiting):

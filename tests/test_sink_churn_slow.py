@@ -46,7 +46,7 @@ class FloodTest(ServerTestCase):
         for thread in threads:
             thread.join(FLOOD_SECONDS + DEADLINE)
         sys.stderr.write("\n  cap %d: %d one-byte connections in %.0fs\n" % (cap, sum(made), FLOOD_SECONDS))
-        self.assertGreater(sum(made), 100)  # a flood, not a trickle
+        self.assertGreater(sum(made), 50)  # a flood, not a trickle (a few hundred on a loaded 2-core box)
         status, _, answer = post(port, body_of(EVENT))
         self.assertEqual((status, answer["result"]), (200, "applied"))
         status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
