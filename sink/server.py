@@ -222,9 +222,9 @@ class StoreThread:
 
     def __init__(self, open_store, db_path):
         self.on_death = None  # set by the SinkServer that owns this thread
+        # _lock makes "is it gone?" and "queue the call" one step, so no call is queued once it is gone.
         self._lock = threading.Lock()
-        self._queued = threading.Condition(self._lock)
-        self._calls = collections.deque()
+        self._calls = queue.SimpleQueue()
         self._gone = None  # why no call can run any more, once that is so
         self._con = None
         opened = _Call(open_store, (db_path,))
@@ -240,25 +240,34 @@ class StoreThread:
         with self._lock:
             if self._gone is not None:
                 raise StoreGone(self._gone)
-            self._calls.append(call)
-            self._queued.notify()
+            self._calls.put(call)
         call.done.wait()
         if call.error is not None:
             raise call.error
         return call.result
 
     def close(self, timeout):
-        call = _Call(None, ())
+        closing = _Call(None, ())
         with self._lock:
             if self._gone is not None:
                 return True  # closed, or dead and closed then
-            self._calls.appendleft(call)  # before any call still queued: stop() is under way
-            self._queued.notify()
-        if not call.done.wait(timeout):
+            self._gone = "the store is closed"
+            left = self._take_queued()  # calls not started yet: stop() is under way, they are refused
+            self._calls.put(closing)
+        _refuse(left, self._gone)
+        if not closing.done.wait(timeout):
             return False
-        if call.error is not None:
-            raise call.error
+        if closing.error is not None:
+            raise closing.error
         return True
+
+    def _take_queued(self):
+        left = []
+        while True:
+            try:
+                left.append(self._calls.get_nowait())
+            except queue.Empty:
+                return left
 
     def _run(self, opened):
         try:
@@ -269,46 +278,45 @@ class StoreThread:
         finally:
             opened.done.set()
         while True:
-            with self._lock:
-                while not self._calls:
-                    self._queued.wait()
-                call = self._calls.popleft()
-            if call.fn is None:
-                self._end("the store is closed", call)
+            call = self._calls.get()
+            if call.fn is None:  # close()
+                try:
+                    self._con.close()
+                except Exception as exc:
+                    call.error = exc  # close() raises it, for stop() to report
+                call.done.set()
                 return
             try:
                 call.result = call.fn(self._con, *call.args)
             except Exception as exc:
                 call.error = exc
             except BaseException as exc:
-                # Not one call's error but the end of the thread: nothing more may run on a
-                # connection that such a failure left in an unknown state.
-                why = "the store thread died: %s" % _describe(exc)
-                self._end(why, None)
-                if self.on_death is not None:
-                    self.on_death(exc)
-                call.error = StoreGone(why)
-                call.done.set()
+                self._die(call, exc)
                 return
             call.done.set()
 
-    def _end(self, why, closing):
-        """No call runs from now on: fail every queued call, close the connection (`closing` gets its error)."""
+    def _die(self, call, exc):
+        """End the thread after `call` raised `exc`, a BaseException: close the store, report, refuse every call."""
+        # Not one call's error: nothing more may run on a connection such a failure left in an unknown state.
+        why = "the store thread died: %s" % _describe(exc)
         with self._lock:
             self._gone = why
-            left = list(self._calls)
-            self._calls.clear()
-        for call in left:
-            call.error = StoreGone(why)
-            call.done.set()
+            left = self._take_queued()
         try:
             self._con.close()
-        except Exception as exc:
-            if closing is not None:
-                closing.error = exc  # raised by close(), for stop() to report
-            # else the thread is dying of another failure, and that one is what gets reported
-        if closing is not None:
-            closing.done.set()
+        except Exception:
+            pass  # the failure that ends the thread is the one reported, below
+        if self.on_death is not None:
+            self.on_death(exc)
+        _refuse([call] + left, why)
+
+
+def _refuse(calls, why):
+    """End `calls` that will never run: each raises StoreGone(why), and a close() among them is done."""
+    for call in calls:
+        if call.fn is not None:
+            call.error = StoreGone(why)
+        call.done.set()
 
 
 class _Client:
@@ -352,7 +360,7 @@ class SinkServer:
         self._lock = threading.Lock()
         self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
         self._failure = None  # the first ThreadDied; under _lock
-        self._jobs = queue.Queue()
+        self._jobs = queue.SimpleQueue()
         self._workers = [
             threading.Thread(target=self._work, name="sink-worker-%d" % n, daemon=True) for n in range(WORKERS)
         ]
