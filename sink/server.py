@@ -15,11 +15,12 @@ Three kinds of thread, each with one job:
                error of one client closes that client, never the loop.
   the workers  (WORKERS threads) take complete requests, answer each in ONE
                write, and close the connection.
-  the store    (one thread) opens the store connection once and runs every
-               `receive` on it, one at a time: SQLite serialises writers
-               anyway, a foreign `receive` never sees two threads on its
-               connection, and the WAL is never checkpointed away between
-               requests because the connection stays open until stop().
+  the store    (one thread, sink.storethread) opens the store connection
+               once and runs every `receive` on it, one at a time: SQLite
+               serialises writers anyway, a foreign `receive` never sees two
+               threads on its connection, and the WAL is never checkpointed
+               away between requests because the connection stays open
+               until stop().
 All are daemon threads: a `receive` that never returns cannot hold the process
 up. Fail loud: if one of them dies, `failure` says which and why, every request
 still answered gets 503, stop() raises it, and `python -m sink serve` exits 70.
@@ -46,6 +47,7 @@ from outbox.errors import Conflict, InvalidEvent
 from outbox.event import loads_strict, validate_event
 
 from . import framing, inbox, metrics
+from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
 
@@ -87,10 +89,6 @@ class ThreadDied(RuntimeError):
     """A thread of the server died: `thread` names it ("reader", "store" or "worker"), __cause__ is what it raised."""
 
     thread = None
-
-
-class StoreGone(Exception):
-    """The store thread has ended (closed by stop(), or dead): no call can run on the store any more."""
 
 
 Answer = collections.namedtuple("Answer", "status body content_type allow")
@@ -190,133 +188,6 @@ def _log_to(log, line):
             log(line)
         except Exception:
             pass  # a log cannot report its own failure; whatever was logging goes on
-
-
-class _Call:
-    """One call for the store thread, and what came of it once `done` is set."""
-
-    __slots__ = ("fn", "args", "done", "result", "error")
-
-    def __init__(self, fn, args):
-        self.fn = fn  # None: close the connection and end the thread
-        self.args = args
-        self.done = threading.Event()
-        self.result = None
-        self.error = None
-
-
-class StoreThread:
-    """The one thread that holds the store connection and runs every call on it, in turn.
-
-    `open_store(db_path)` runs on that thread now; its exception, if any, is
-    raised here. `call(fn, *args)` runs ``fn(con, *args)`` there and returns
-    or raises what it did: an Exception belongs to that call alone. Anything
-    else it raises (SystemExit, KeyboardInterrupt, any BaseException) ends the
-    thread: the connection is closed (an open transaction rolls back),
-    `on_death(exc)` is called, and that call and every later one raise
-    StoreGone. `close(timeout)` closes the connection on its own thread
-    (sqlite3 insists) and ends the thread; calls still queued raise StoreGone.
-    It returns False if a call was still running at `timeout`: the thread, a
-    daemon, is then abandoned with its connection.
-    """
-
-    def __init__(self, open_store, db_path):
-        self.on_death = None  # set by the SinkServer that owns this thread
-        # _lock makes "is it gone?" and "queue the call" one step, so no call is queued once it is gone.
-        self._lock = threading.Lock()
-        self._calls = queue.SimpleQueue()
-        self._gone = None  # why no call can run any more, once that is so
-        self._con = None
-        opened = _Call(open_store, (db_path,))
-        self._thread = threading.Thread(target=self._run, args=(opened,), name="sink-store", daemon=True)
-        self._thread.start()
-        opened.done.wait()
-        if opened.error is not None:
-            self._thread.join()
-            raise opened.error
-
-    def call(self, fn, *args):
-        call = _Call(fn, args)
-        with self._lock:
-            if self._gone is not None:
-                raise StoreGone(self._gone)
-            self._calls.put(call)
-        call.done.wait()
-        if call.error is not None:
-            raise call.error
-        return call.result
-
-    def close(self, timeout):
-        closing = _Call(None, ())
-        with self._lock:
-            if self._gone is not None:
-                return True  # closed, or dead and closed then
-            self._gone = "the store is closed"
-            left = self._take_queued()  # calls not started yet: stop() is under way, they are refused
-            self._calls.put(closing)
-        _refuse(left, self._gone)
-        if not closing.done.wait(timeout):
-            return False
-        if closing.error is not None:
-            raise closing.error
-        return True
-
-    def _take_queued(self):
-        left = []
-        while True:
-            try:
-                left.append(self._calls.get_nowait())
-            except queue.Empty:
-                return left
-
-    def _run(self, opened):
-        try:
-            self._con = opened.fn(*opened.args)
-        except BaseException as exc:
-            opened.error = exc  # raised by __init__, on the thread that asked
-            return
-        finally:
-            opened.done.set()
-        while True:
-            call = self._calls.get()
-            if call.fn is None:  # close()
-                try:
-                    self._con.close()
-                except Exception as exc:
-                    call.error = exc  # close() raises it, for stop() to report
-                call.done.set()
-                return
-            try:
-                call.result = call.fn(self._con, *call.args)
-            except Exception as exc:
-                call.error = exc
-            except BaseException as exc:
-                self._die(call, exc)
-                return
-            call.done.set()
-
-    def _die(self, call, exc):
-        """End the thread after `call` raised `exc`, a BaseException: close the store, report, refuse every call."""
-        # Not one call's error: nothing more may run on a connection such a failure left in an unknown state.
-        why = "the store thread died: %s" % _describe(exc)
-        with self._lock:
-            self._gone = why
-            left = self._take_queued()
-        try:
-            self._con.close()
-        except Exception:
-            pass  # the failure that ends the thread is the one reported, below
-        if self.on_death is not None:
-            self.on_death(exc)
-        _refuse([call] + left, why)
-
-
-def _refuse(calls, why):
-    """End `calls` that will never run: each raises StoreGone(why), and a close() among them is done."""
-    for call in calls:
-        if call.fn is not None:
-            call.error = StoreGone(why)
-        call.done.set()
 
 
 class _Client:
@@ -666,7 +537,7 @@ class SinkServer:
 
     def _fail(self, thread, exc):
         """Log that `thread` died of `exc`, with its traceback; then record it (the first death is `failure`)."""
-        died = ThreadDied("the %s thread died: %s" % (thread, _describe(exc)))
+        died = ThreadDied("the %s thread died: %s" % (thread, describe(exc)))
         died.__cause__ = exc
         died.thread = thread
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
@@ -825,11 +696,6 @@ def _parse_event(body):
         return validate_event(value)
     except InvalidEvent as exc:
         raise Refused("invalid", str(exc)) from None
-
-
-def _describe(exc):
-    text = str(exc)
-    return "%s: %s" % (type(exc).__name__, text) if text else type(exc).__name__
 
 
 def _one_line(text):
