@@ -6,8 +6,9 @@ with CRASH_EXIT itself, on purpose). It turns the library's errors into one
 line on stderr and never shows a traceback for a bad argument or an unusable DB.
 
 Exit status: 0 done (serve: stopped by SIGTERM or Ctrl-C); 1 the DB or the
-address is unusable; 2 bad arguments; 74 (faults.CRASH_EXIT) a crash fault
-fired, on purpose.
+address is unusable; 2 bad arguments; 70 (serve) a thread of the server died,
+its traceback logged: exit at once, so a supervisor restarts the sink; 74
+(faults.CRASH_EXIT) a crash fault fired, on purpose.
 """
 
 import argparse
@@ -18,6 +19,7 @@ import re
 import signal
 import sqlite3
 import sys
+import threading
 import time
 
 from outbox.db import DURABILITY
@@ -29,7 +31,8 @@ PROG = "sink"
 EXIT_OK = 0
 EXIT_DB = 1
 EXIT_USAGE = 2
-STOP_POLL = 0.1  # seconds between looks at the stop flag
+EXIT_THREAD_DIED = 70  # EX_SOFTWARE in sysexits.h: the server failed, not the caller
+STOP_POLL = 0.1  # seconds between looks at the stop flag and at the server's threads
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +63,8 @@ def _build_parser():
         description="The warehouse sink of outbox-kit.",
         epilog=(
             "exit status: 0 done; 1 the DB or address is unusable; 2 bad arguments; "
-            "%d a crash fault fired (serve --fault crash-...)." % faults.CRASH_EXIT
+            "%d a thread of the server died (serve; its traceback is logged); "
+            "%d a crash fault fired (serve --fault crash-...)." % (EXIT_THREAD_DIED, faults.CRASH_EXIT)
         ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -70,9 +74,10 @@ def _build_parser():
         "serve",
         help="receive events over HTTP",
         description=(
-            "Serve POST /events and GET /health. Prints http://HOST:PORT once listening; "
-            "SIGTERM or Ctrl-C closes idle connections at once, finishes the requests in hand and exits 0. A crash fault "
-            "exits with status %d." % faults.CRASH_EXIT
+            "Serve %s. Prints http://HOST:PORT once listening, then one line on stderr per request, per fault "
+            "that fires and per client closed unanswered. SIGTERM or Ctrl-C closes idle connections at once, "
+            "finishes the requests in hand (within --timeout + 1 s) and exits 0. A thread of the server that dies "
+            "exits %d at once; a crash fault exits %d." % (server.ROUTES_TEXT, EXIT_THREAD_DIED, faults.CRASH_EXIT)
         ),
         epilog=(
             "faults: drop-after-commit (receive commits, the connection closes with no answer); "
@@ -160,6 +165,7 @@ def _serve(args):
             fault_count=args.fault_count,
             max_connections=args.max_connections,
             durability=args.durability,
+            log=_log,
         )
     except OSError as exc:
         raise OSError("cannot listen on %s port %d: %s" % (args.host, args.port, exc)) from None
@@ -174,12 +180,34 @@ def _serve(args):
     srv.start()
     try:
         print(srv.url(), flush=True)
-        while not stop:
+        while not stop and srv.failure is None:
             time.sleep(STOP_POLL)
-        print("%s: stopping: finishing the requests in hand" % PROG, file=sys.stderr, flush=True)
-    finally:
+    except BaseException:
         srv.stop()
+        raise
+    if srv.failure is None:
+        print("%s: stopping: finishing the requests in hand" % PROG, file=sys.stderr, flush=True)
+        try:
+            srv.stop()
+        except server.ThreadDied:
+            pass  # died while stopping: reported below like any other death
+    if srv.failure is not None:
+        # At once: another stop() could wait on the thread that is gone. Its traceback is in the log above.
+        print("%s: error: %s; exiting with status %d" % (PROG, srv.failure, EXIT_THREAD_DIED),
+              file=sys.stderr, flush=True)
+        return EXIT_THREAD_DIED
     return EXIT_OK
+
+
+_LOG_LOCK = threading.Lock()
+
+
+def _log(line):
+    """The server's log: one line on stderr, UTC time first, written whole and flushed (every thread logs)."""
+    text = "%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), line)
+    with _LOG_LOCK:
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 def _show(args):

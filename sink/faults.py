@@ -6,6 +6,7 @@ path runs none of this. It never changes what `receive` writes: it only
 decides when the process dies or the answer is withheld (by raising the
 server's own WithholdAnswer, the one thing the server knows about faults).
 
+Each fault that fires is one line in the server's log, before it acts.
 Faults (each hits the first `count` valid events that reach `receive`):
   drop-after-commit    receive runs to the end, then the connection is closed
                        without a byte of HTTP response.
@@ -27,6 +28,11 @@ DROP_AFTER_COMMIT = "drop-after-commit"
 CRASH_BEFORE_COMMIT = "crash-before-commit"
 CRASH_AFTER_COMMIT = "crash-after-commit"
 NAMES = (DROP_AFTER_COMMIT, CRASH_BEFORE_COMMIT, CRASH_AFTER_COMMIT)
+_EFFECTS = {  # what the log line says will happen
+    DROP_AFTER_COMMIT: "receive runs, then the connection closes without an answer",
+    CRASH_BEFORE_COMMIT: "the process exits %d as receive is about to COMMIT" % CRASH_EXIT,
+    CRASH_AFTER_COMMIT: "the process exits %d right after receive's first COMMIT" % CRASH_EXIT,
+}
 
 
 class FaultyReceive:
@@ -36,21 +42,29 @@ class FaultyReceive:
     ValueError. Later calls go straight to `receive`. The count is taken under
     a lock, so concurrent requests never share one fault. Works with any
     `receive` that commits through the sqlite3 connection it is given.
+    `log(line)`, if given, hears of each fault as it fires (it must not raise).
     """
 
-    def __init__(self, receive, name, *, count=1):
+    def __init__(self, receive, name, *, count=1, log=None):
         if name not in NAMES:
             raise ValueError("unknown fault %r; choose from %s" % (name, ", ".join(NAMES)))
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError("fault count must be an int >= 1, got %r (%s)" % (count, type(count).__name__))
         self.name = name
         self._receive = receive
+        self._count = count
         self._left = count
         self._lock = threading.Lock()
+        self._log = log
 
     def __call__(self, con, event):
-        if not self._take():
+        hit = self._take()
+        if not hit:
             return self._receive(con, event)
+        if self._log is not None:
+            self._log("fault %s fired on event %r (%d of %d): %s" % (
+                self.name, event.get("id") if isinstance(event, dict) else None, hit, self._count,
+                _EFFECTS[self.name]))
         if self.name == DROP_AFTER_COMMIT:
             return self._drop_after_commit(con, event)
         if self.name == CRASH_BEFORE_COMMIT:
@@ -58,11 +72,12 @@ class FaultyReceive:
         return self._crash_after_commit(con, event)
 
     def _take(self):
+        """Which hit of the fault this call is (1 to count), or 0 once they are used up."""
         with self._lock:
             if self._left == 0:
-                return False
+                return 0
             self._left -= 1
-            return True
+            return self._count - self._left
 
     def _drop_after_commit(self, con, event):
         try:

@@ -1,32 +1,38 @@
 """The sink's HTTP boundary: connections, POST /events, GET /health and GET /metrics.
 
 Owns the listening socket, every client connection until it is closed, and
-the one store connection. It never runs SQL of its own and never decides an
-outcome: it frames a request (sink.framing), validates the event, calls
-`receive` once, and reports what `receive` said. It knows no fault by name:
-a wrapper that wants the answer withheld raises WithholdAnswer.
+the one store connection. It never parses HTTP (a framing.Reader per
+connection does), never runs SQL of its own and never decides an outcome: it
+moves bytes into each Reader, validates the event, calls `receive` once, and
+reports what `receive` said. It knows no fault by name: a wrapper that wants
+the answer withheld raises WithholdAnswer.
 
 Three kinds of thread, each with one job:
   the reader   (serve_forever) accepts, reads with non-blocking sockets and a
-               selector, and buffers each request until its head and its
-               Content-Length body are complete or its deadline passes. An
-               idle or trickling client costs a buffer, never a thread.
+               selector, and moves clients between states: waiting (its
+               Reader needs more), in hand (handed to a worker), closed. An
+               idle or trickling client costs a buffer, never a thread; an
+               error of one client closes that client, never the loop.
   the workers  (WORKERS threads) take complete requests, answer each in ONE
                write, and close the connection.
-  the store    (one thread) opens the store connection once and runs every
-               `receive` on it, one at a time: SQLite serialises writers
-               anyway, a foreign `receive` never sees two threads on its
-               connection, and the WAL is never checkpointed away between
-               requests because the connection stays open until stop().
+  the store    (one thread, sink.storethread) opens the store connection
+               once and runs every `receive` on it, one at a time: SQLite
+               serialises writers anyway, a foreign `receive` never sees two
+               threads on its connection, and the WAL is never checkpointed
+               away between requests because the connection stays open
+               until stop().
+All are daemon threads: a `receive` that never returns cannot hold the process
+up. Fail loud: if one of them dies, `failure` says which and why, every request
+still answered gets 503, stop() raises it, and `python -m sink serve` exits 70.
 One request per connection; every answer says ``Connection: close``.
 """
 
 import collections
-import concurrent.futures
 import email.utils
 import errno
 import functools
 import json
+import queue
 import select
 import selectors
 import socket
@@ -41,24 +47,35 @@ from outbox.errors import Conflict, InvalidEvent
 from outbox.event import loads_strict, validate_event
 
 from . import framing, inbox, metrics
-from .framing import MAX_BODY, STATUS, Refused  # noqa: F401  (MAX_BODY and STATUS are part of this module's API)
+from .storethread import StoreGone, StoreThread, describe
+from .framing import NEED_MORE, Refused, Unanswered
+from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
 
 EVENTS_PATH = "/events"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
-# path -> the one method it serves. A new GET route is one line here plus one
-# branch in SinkServer.respond.
+# path -> the one method it serves. A new route is one line here plus one
+# branch in SinkServer.respond: the 404 text and `python -m sink serve --help`
+# name the routes from this table.
 ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}
+ROUTES_TEXT = framing.describe(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
 LISTEN_BACKLOG = 128
 WORKERS = 4  # answering is short: a JSON parse, a wait for the store thread, one write
-ACCEPTS_PER_WAKE = 64  # so a burst of connections cannot starve the reads of the others
+# Accepts per wake of the reader, so a burst of connections cannot starve the
+# reads of the others; at most half the cap, so a client accepted in a burst
+# is read before the same burst can evict it to make room.
+ACCEPTS_PER_WAKE = 64
 RESUME_AFTER = 0.1  # seconds the listener rests when accept fails with no connection to close
+STOP_GRACE = 0.5  # seconds stop() waits past the request timeout before it abandons what still runs
 RECV_SIZE = 65536
 RESULTS = (inbox.APPLIED, inbox.DUPLICATE)
 SERVER_NAME = "outbox-kit-sink/1"
 PROTOCOL = "HTTP/1.0"
+# The interim answer to `Expect: 100-continue` (an HTTP/1.1 client's, see
+# framing.Reader.wants_continue); 1xx exists only from HTTP/1.1 on.
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # accept() failing with one of these means "out of descriptors or memory", not
 # "this client is bad": closing a connection, or waiting, is the cure; retrying at once is a spin.
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -66,6 +83,12 @@ _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 class WithholdAnswer(Exception):
     """Raised by a `receive` wrapper: close the connection and send no byte of an answer."""
+
+
+class ThreadDied(RuntimeError):
+    """A thread of the server died: `thread` names it ("reader", "store" or "worker"), __cause__ is what it raised."""
+
+    thread = None
 
 
 Answer = collections.namedtuple("Answer", "status body content_type allow")
@@ -96,14 +119,18 @@ def make_server(
     here, and its connection is held until stop(), so a foreign or unusable DB
     raises (WrongDatabase) now rather than at the first request. `timeout`
     (seconds, > 0) is the time a client has, from being accepted, to send its
-    whole request, and again to take the answer. `max_connections` (int >= 1)
-    caps the client connections open at once; at the cap, the one that has
-    waited longest without a complete request is closed to make room.
-    `fault` is a name from sink.faults.NAMES hitting the first `fault_count`
-    valid events. `log(line)`, if given, receives one line per request and
-    any internal error; by default nothing is printed. `durability` ("full" or
-    "process", see outbox.db.DURABILITY) is passed to the kit's own
-    `init_sink`; with a foreign `init_sink` it must stay "full" (ValueError).
+    whole request, and again to take the answer; stop() returns within
+    `timeout` + 1 s. `max_connections` (int >= 1) caps the client connections
+    open at once; at the cap, the one that has waited longest without a
+    complete request is closed to make room. `fault` is a name from
+    sink.faults.NAMES hitting the first `fault_count` valid events.
+    `log(line)`, if given, receives one line per request, one per fault that
+    fires and per client closed unanswered, and every internal error with its
+    traceback; by default nothing is printed. It is called from every thread
+    of the server; an Exception it raises loses that line and nothing else.
+    `durability` ("full" or "process", see outbox.db.DURABILITY) is passed to
+    the kit's own `init_sink`; with a foreign `init_sink` it must stay "full"
+    (ValueError).
     """
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
         raise ValueError("timeout must be a number of seconds > 0, got %r" % (timeout,))
@@ -121,7 +148,7 @@ def make_server(
     if fault is not None:
         from . import faults  # only here: a server without a fault never loads the fault code
 
-        receive = faults.FaultyReceive(receive, fault, count=fault_count)
+        receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
     listener = _listen(host, port)
     try:
         store = StoreThread(open_store, db_path)
@@ -154,46 +181,25 @@ def _listen(host, port):
     return listener
 
 
-class StoreThread:
-    """The one thread that holds the store connection and runs every call on it, in turn.
-
-    `open_store(db_path)` runs on that thread now; its exception, if any, is
-    raised here. `call(fn, *args)` runs ``fn(con, *args)`` there and returns
-    or raises what it did. `close()` closes the connection on its own thread
-    (sqlite3 insists) and ends the thread.
-    """
-
-    def __init__(self, open_store, db_path):
-        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink-store")
+def _log_to(log, line):
+    """Hand `line` to `log`, if any. A log that raises an Exception loses that line, never a client or a thread."""
+    if log is not None:
         try:
-            self._con = self._thread.submit(open_store, db_path).result()
-        except BaseException:
-            self._thread.shutdown(wait=True)
-            raise
-
-    def call(self, fn, *args):
-        return self._thread.submit(fn, self._con, *args).result()
-
-    def close(self):
-        try:
-            self._thread.submit(self._con.close).result()
-        finally:
-            self._thread.shutdown(wait=True)
+            log(line)
+        except Exception:
+            pass  # a log cannot report its own failure; whatever was logging goes on
 
 
 class _Client:
-    """A connection still sending its request: its socket, buffer and deadline."""
+    """A connection the reader holds: its socket, its framing.Reader, and whether it is gone from the reader."""
 
-    __slots__ = ("sock", "address", "deadline", "buffer", "head", "body_at", "length")
+    __slots__ = ("sock", "address", "reader", "gone")
 
-    def __init__(self, sock, address, deadline):
+    def __init__(self, sock, address, reader):
         self.sock = sock
         self.address = address
-        self.deadline = deadline
-        self.buffer = bytearray()
-        self.head = None  # a framing.Head once the blank line has arrived
-        self.body_at = 0  # where the body starts in buffer
-        self.length = 0  # the body length the head declared
+        self.reader = reader
+        self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
 
 
 class SinkServer:
@@ -218,11 +224,22 @@ class SinkServer:
         self._selector.register(listener, selectors.EVENT_READ)
         self._listening = True
         self._resume_at = None  # when a listener paused with nothing to close listens again
-        self._waiting = collections.OrderedDict()  # fd -> _Client, oldest first (= earliest deadline)
+        # Clients keyed by the _Client itself, which a close does not change (a socket's
+        # fileno() becomes -1); oldest first, which is also earliest deadline first.
+        self._waiting = collections.OrderedDict()
+        self._accepts_per_wake = min(ACCEPTS_PER_WAKE, max(1, max_connections // 2))
         self._lock = threading.Lock()
-        self._in_hand = 0  # connections handed to the workers and not yet closed; under _lock
-        self._workers = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="sink-worker")
+        self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
+        self._failure = None  # the first ThreadDied; under _lock
+        self._jobs = queue.SimpleQueue()
+        self._workers = [
+            threading.Thread(target=self._work, name="sink-worker-%d" % n, daemon=True) for n in range(WORKERS)
+        ]
+        for worker in self._workers:
+            worker.start()
+        store.on_death = functools.partial(self._fail, "store")
         self._stop_requested = False
+        self._give_up = None  # when stop() abandons what still runs
         self._ran = False
         self._stopped = threading.Event()  # set when serve_forever has returned
         self._serving = None
@@ -232,45 +249,86 @@ class SinkServer:
         host, port = self.server_address[:2]
         return "http://%s:%d" % ("[%s]" % host if ":" in host else host, port)
 
+    @property
+    def failure(self):
+        """None while every thread of the server lives; else the ThreadDied of the first to die.
+
+        From then on every request that is still answered gets 503 (GET /health
+        included), and stop() raises it once everything is closed.
+        """
+        return self._failure
+
     def start(self):
         """Serve in a daemon thread; return self."""
-        self._serving = threading.Thread(target=self.serve_forever, name="sink-reader", daemon=True)
+        self._serving = threading.Thread(target=self._serve_in_thread, name="sink-reader", daemon=True)
         self._serving.start()
         return self
 
     def stop(self):
-        """Stop accepting, close idle connections at once, finish the requests in hand, close everything."""
+        """Stop serving and close everything; return within the request timeout + 1 s, whatever clients or receive do.
+
+        At once: stop accepting, close every connection that has not sent a
+        complete head (idle, trickling). Then a body already arriving gets
+        until its own deadline (at most the timeout from now), and every
+        request in hand is answered. What still runs at the timeout +
+        STOP_GRACE (a `receive` that does not return) is abandoned and logged:
+        its client's connection is shut, its thread left to end on its own,
+        the store connection left open until the process ends. Raises
+        ThreadDied, once all is closed, if a thread of the server died.
+        """
         self.shutdown()
         self.server_close()
+        if self._failure is not None:
+            raise self._failure
 
     def shutdown(self):
-        """Make serve_forever return (at once, whatever the clients do) and wait for it."""
+        """Make serve_forever return and wait for it: at once for idle clients, by their deadlines for bodies."""
+        if self._give_up is None:
+            self._give_up = time.monotonic() + self.request_timeout + STOP_GRACE
         self._stop_requested = True
         self._wake()
         if self._serving is not None:
-            self._serving.join()
+            self._serving.join(max(0.0, self._give_up - time.monotonic()))
         elif self._ran:
-            self._stopped.wait()
+            self._stopped.wait(max(0.0, self._give_up - time.monotonic()))
 
     def server_close(self):
-        """Close the listener and every waiting client; wait for the answers in hand; close the store."""
+        """Close the listener and waiting clients; wait (bounded, see stop) for the answers in hand; close the store."""
         if self._closed:
             return
         self._closed = True
+        give_up = self._give_up if self._give_up is not None else time.monotonic() + self.request_timeout + STOP_GRACE
         self.socket.close()
-        for client in self._waiting.values():
-            client.sock.close()
-        self._waiting.clear()
-        # Each request in hand is bounded: receive by SQLite's busy timeout, the answer by the timeout.
-        self._workers.shutdown(wait=True)
+        for client in list(self._waiting):
+            self._close(client)
+        for _ in self._workers:
+            self._jobs.put(None)
+        for worker in self._workers:
+            worker.join(max(0.0, give_up - time.monotonic()))
+        busy = [worker.name for worker in self._workers if worker.is_alive()]
+        if busy:
+            with self._lock:
+                for sock in self._in_hand:
+                    _shutdown(sock)  # its client hears the end now, not when the stuck call returns
+                held = len(self._in_hand)
+            self.log_line(
+                "stop: %s still busy at the stop deadline with %d connection(s) in hand (a receive that does not "
+                "return?): those connections are shut and the threads abandoned" % (", ".join(busy), held)
+            )
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
-        self._store.close()
+        if not self._store.close(max(0.0, give_up - time.monotonic())):
+            self.log_line("stop: the store thread is still inside a call at the stop deadline: abandoned, "
+                          "its connection open until the process ends")
 
     def serve_forever(self, poll_interval=None):
         """Accept and read until shutdown(); `poll_interval` is accepted for http.server's callers and unused.
 
+        No client ends this loop: an error of one client closes that client.
+        Anything that still escapes is a failure of the reader itself: it is
+        recorded (`failure`), the listener is closed so new clients are refused
+        rather than left waiting, and it is raised here.
         On shutdown: stop accepting, close at once every client that has not
         sent a complete head (idle, trickling), and keep reading only the
         bodies of requests already in hand, each until its own deadline.
@@ -280,44 +338,67 @@ class SinkServer:
             while not self._stop_requested:
                 self._serve_once()
             self._stop_listening()
-            for client in list(self._waiting.values()):
-                if client.head is None:
-                    self._drop(client)
-            while self._waiting:
+            for client in list(self._waiting):
+                if client.reader.head is None:
+                    self._close(client)
+            give_up = self._give_up if self._give_up is not None else float("inf")
+            while self._waiting and time.monotonic() < give_up:
                 self._serve_once()
+        except BaseException as exc:
+            self.socket.close()  # first, so that once `failure` is set no new client is left waiting
+            self._fail("reader", exc)
+            raise
         finally:
-            for client in self._waiting.values():
-                client.sock.close()
-            self._waiting.clear()
+            for client in list(self._waiting):
+                self._close(client)
             self._stopped.set()
+
+    def _serve_in_thread(self):
+        try:
+            self.serve_forever()
+        except BaseException:
+            pass  # serve_forever recorded it as `failure` and logged its traceback: no one else to tell
 
     def _serve_once(self):
         now = time.monotonic()
         # Every client gets the same timeout, so the oldest has the earliest deadline.
-        deadlines = [next(iter(self._waiting.values())).deadline] if self._waiting else []
+        deadlines = [next(iter(self._waiting)).reader.deadline] if self._waiting else []
         if self._resume_at is not None:
             deadlines.append(self._resume_at)
         wait = max(0.0, min(deadlines) - now) if deadlines else None
+        accept = False
         for key, _ in self._selector.select(wait):
             if key.fileobj is self.socket:
-                self._accept()
+                accept = True
             elif key.fileobj is self._wake_r:
                 self._drain_wake()
-            else:
-                self._read(key.data)
+            elif not key.data.gone:  # a client closed or handed over earlier in this batch is skipped
+                self._for_client(key.data, self._read)
+        # Reads first, then accepts: a client whose request is in is handed over before anyone is evicted.
+        if accept and self._listening:
+            self._accept()
         self._expire(time.monotonic())
         if not self._listening and not self._stop_requested and self._open() < self.max_connections:
             if self._resume_at is None or time.monotonic() >= self._resume_at:
                 self._start_listening()
 
-    # -- connections ---------------------------------------------------------------------------
+    # -- connections (the reader thread) ---------------------------------------------------------
+
+    def _for_client(self, client, step, *args):
+        """Run `step(client, *args)`; an error in it closes that client alone, logged, and the loop goes on."""
+        try:
+            step(client, *args)
+        except Exception:
+            self.log_line("%s - closed after an internal error:\n%s"
+                          % (client.address[0], traceback.format_exc().rstrip()))
+            self._close(client)
 
     def _open(self):
         with self._lock:
-            return len(self._waiting) + self._in_hand
+            return len(self._waiting) + len(self._in_hand)
 
     def _accept(self):
-        for _ in range(ACCEPTS_PER_WAKE):
+        for _ in range(self._accepts_per_wake):
             if self._open() >= self.max_connections and not self._waiting:
                 # Every slot holds a request in hand: new clients wait in the backlog until one is answered.
                 self._stop_listening()
@@ -343,10 +424,15 @@ class SinkServer:
                 return
             if self._open() >= self.max_connections:
                 self._make_room("the connection cap")  # someone is waiting: checked above
-            sock.setblocking(False)
-            client = _Client(sock, address, time.monotonic() + self.request_timeout)
-            self._waiting[sock.fileno()] = client
-            self._selector.register(sock, selectors.EVENT_READ, client)
+            reader = framing.Reader(ALLOWED, time.monotonic() + self.request_timeout, self.request_timeout)
+            client = _Client(sock, address, reader)
+            self._waiting[client] = None
+            self._for_client(client, self._register)
+
+    def _register(self, client):
+        client.sock.setblocking(False)
+        self._selector.register(client.sock, selectors.EVENT_READ, client)
+        self._read(client)  # a client that sent its request with the connect is served without another wake
 
     def _client_in_backlog(self):
         """True if a connection waits to be accepted; asks without a new descriptor (none may be left)."""
@@ -360,10 +446,9 @@ class SinkServer:
         """Close the client that has waited longest without a complete request; False if there is none."""
         if not self._waiting:
             return False
-        _, oldest = self._waiting.popitem(last=False)
-        self._selector.unregister(oldest.sock)
-        oldest.sock.close()
+        oldest = next(iter(self._waiting))
         self.log_line("%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
+        self._close(oldest)
         return True
 
     def _stop_listening(self, resume_after=None):
@@ -396,133 +481,138 @@ class SinkServer:
         except BlockingIOError:
             return
         except OSError:
-            data = None  # reset by the client: nothing to answer
-        if not data:
-            refusal = None if data is None else self._refusal_at_end(client)
-            if refusal is None:
-                self._drop(client)
-            else:
-                self._hand_over(client, refusal=refusal)
+            self._close(client)  # reset by the client: there is no one to answer
             return
-        client.buffer += data
-        try:
-            if client.head is None and not self._read_head(client):
-                return
-        except Refused as refusal:
-            self._hand_over(client, refusal=refusal)
-            return
-        if len(client.buffer) - client.body_at >= client.length:
-            self._hand_over(client)
-
-    def _read_head(self, client):
-        """True once the head is complete and passed every rule (then the body may follow); else Refused or False."""
-        framing.check_start(client.buffer)
-        end = framing.head_end(client.buffer)
-        if end == -1:
-            return False
-        head = framing.parse_head(bytes(client.buffer[:end]))
-        client.head = head
-        client.body_at = end
-        allowed = ALLOWED.get(head.target)
-        if allowed is None:
-            raise Refused(
-                "no-such-path",
-                "no such path %r: the sink serves only POST /events and GET /health" % head.target,
-            )
-        if head.method != allowed:
-            raise Refused(
-                "wrong-method",
-                "method %s is not allowed on %s; use %s" % (head.method, head.target, allowed),
-                allow=allowed,
-            )
-        if head.method == "POST":
-            client.length = framing.body_length(head)
-            framing.check_json_type(head)
-        return True
-
-    def _refusal_at_end(self, client):
-        """What a client that closed its side early is told; None when it sent nothing at all."""
-        if client.head is not None:
-            return Refused(
-                "invalid",
-                "body incomplete: %d of %d bytes (Content-Length) before the client closed"
-                % (len(client.buffer) - client.body_at, client.length),
-            )
-        if client.buffer:
-            return Refused("invalid", "request head incomplete: the client closed before the blank line")
-        return None
+        outcome = client.reader.feed(data) if data else client.reader.eof()
+        if outcome is not NEED_MORE:
+            self._settle(client, outcome)
+        elif client.reader.wants_continue:
+            client.reader.continue_sent()
+            try:
+                client.sock.send(CONTINUE)
+            except OSError:
+                pass  # full or gone: the client sends its body after its own wait, or its end is read next
 
     def _expire(self, now):
-        while self._waiting:
-            client = next(iter(self._waiting.values()))
-            if client.deadline > now:
-                return
-            if client.head is not None:
-                self._hand_over(
-                    client,
-                    refusal=Refused(
-                        "invalid",
-                        "body incomplete: %d of %d bytes (Content-Length) within the %gs request deadline"
-                        % (len(client.buffer) - client.body_at, client.length, self.request_timeout),
-                    ),
-                )
-            else:
-                # A head that never completed gets no answer: an idle or trickling client is not owed one.
-                self.log_line("%s - closed: no complete request within %gs" % (client.address[0], self.request_timeout))
-                self._drop(client)
+        expired = []
+        for client in self._waiting:
+            if client.reader.deadline > now:
+                break
+            expired.append(client)
+        for client in expired:
+            self._for_client(client, self._settle, client.reader.expire(now))
 
-    def _drop(self, client):
-        del self._waiting[client.sock.fileno()]
-        self._selector.unregister(client.sock)
-        client.sock.close()
+    def _settle(self, client, outcome):
+        """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
+        if isinstance(outcome, Unanswered):
+            if outcome.reason is not None:
+                self.log_line("%s - closed: %s" % (client.address[0], outcome.reason))
+            self._close(client)
+        elif outcome is not NEED_MORE:
+            self._hand_over(client, outcome)
 
-    def _hand_over(self, client, refusal=None):
-        del self._waiting[client.sock.fileno()]
+    def _close(self, client):
+        """Forget `client` and close its socket; a second call does nothing."""
+        if client.gone:
+            return
+        client.gone = True
+        self._waiting.pop(client, None)
+        try:
+            self._selector.unregister(client.sock)
+        except (KeyError, ValueError, OSError):
+            pass  # never registered (it failed on the way in), or the selector is being torn down
+        finally:
+            client.sock.close()
+
+    def _hand_over(self, client, outcome):
+        """Give the connection and its outcome (a Request or a Refused) to the workers; the reader forgets it."""
+        del self._waiting[client]
         self._selector.unregister(client.sock)
+        client.gone = True
         with self._lock:
-            self._in_hand += 1
-        body = None if refusal is not None else bytes(client.buffer[client.body_at:client.body_at + client.length])
-        self._workers.submit(self._serve, client.sock, client.address, client.head, body, refusal)
+            self._in_hand.add(client.sock)
+        self._jobs.put((client.sock, client.address, client.reader.head, outcome))
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def _fail(self, thread, exc):
+        """Log that `thread` died of `exc`, with its traceback; then record it (the first death is `failure`)."""
+        died = ThreadDied("the %s thread died: %s" % (thread, describe(exc)))
+        died.__cause__ = exc
+        died.thread = thread
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+        try:
+            # Logged before it is recorded: whoever watches `failure` (the CLI exits at once) finds it in the log.
+            self.log_line("%s; every request is answered 503 from now on:\n%s" % (died, text))
+        except BaseException:
+            pass  # the log may be what failed: the failure is recorded below all the same
+        with self._lock:
+            if self._failure is None:
+                self._failure = died
+        self._wake()
 
     # -- answers (worker threads) -----------------------------------------------------------------
 
-    def _serve(self, sock, address, head, body, refusal):
-        """Answer one request and close its connection; never raises."""
-        status = None
+    def _work(self):
         try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                self._serve(*job)
+        except BaseException as exc:
+            self._fail("worker", exc)
+
+    def _serve(self, sock, address, head, outcome):
+        """Answer one request, close its connection, log one line; no Exception leaves here."""
+        status = note = None
+        try:
+            refusal = outcome if isinstance(outcome, Refused) else None
             if refusal is None:
                 try:
-                    answer = self.respond(head, body)
+                    answer = self.respond(outcome.head, outcome.body)
                 except Refused as exc:
                     refusal = exc
             if refusal is not None:
                 answer = Answer(refusal.status(), refusal.body(), allow=refusal.allow)
+                note = refusal.detail or refusal.message
             status = answer.status
             sock.settimeout(self.request_timeout)  # the answer gets a timeout of its own
             sock.sendall(self._encode(answer, head_only=head is not None and head.method == "HEAD"))
         except WithholdAnswer as withheld:
-            self.log_line("%s - %s" % (address[0], withheld))
+            note = "no answer: %s" % withheld
             _shutdown(sock)
         except OSError as exc:
-            self.log_line("%s - answer not delivered: %s" % (address[0], exc))
+            note = "answer not delivered: %s" % exc
         except Exception:
-            self.log_line("%s - unhandled error:\n%s" % (address[0], traceback.format_exc().rstrip()))
+            note = "unhandled error:\n%s" % traceback.format_exc().rstrip()
         finally:
-            sock.close()
             with self._lock:
-                self._in_hand -= 1
+                self._in_hand.discard(sock)
+            sock.close()
             self._wake()  # a slot is free: a paused listener may listen again
-        if status is not None:
-            line = head.request_line() if head is not None else "-"
-            self.log_line('%s - "%s" %d' % (address[0], line, status))
+        line = head.request_line() if head is not None else "-"
+        shown = [] if status is None else [str(int(status))]
+        if note is not None:
+            shown.append(note if note.startswith("unhandled") else _one_line(note))
+        self.log_line('%s - "%s" %s' % (address[0], line, " ".join(shown)))
 
     def respond(self, head, body):
-        """The Answer to a complete request whose route is allowed; Refused for anything untrusted."""
-        if head.target == HEALTH_PATH:
-            return Answer(HTTPStatus.OK, {"ok": True})
-        if head.target == METRICS_PATH:
-            return Answer(HTTPStatus.OK, self._metrics(), metrics.CONTENT_TYPE)
-        return Answer(HTTPStatus.OK, self._post_event(body))
+        """The Answer to a complete request whose route is allowed; Refused for anything untrusted.
+
+        Once a thread of the server has died (`failure`), or the store has
+        ended, every request is refused with 503 and nothing is written.
+        """
+        if self._failure is not None:
+            raise Refused("unavailable", "the sink cannot serve: %s" % self._failure)
+        try:
+            if head.target == HEALTH_PATH:
+                return Answer(HTTPStatus.OK, {"ok": True})
+            if head.target == METRICS_PATH:
+                return Answer(HTTPStatus.OK, self._metrics(), metrics.CONTENT_TYPE)
+            return Answer(HTTPStatus.OK, self._post_event(body))
+        except StoreGone as exc:
+            raise Refused("unavailable", "the sink cannot serve: %s" % exc) from None
 
     def _metrics(self):
         """The deliveries log and inventory as Prometheus text, read on the store thread."""
@@ -535,7 +625,7 @@ class SinkServer:
         event = _parse_event(body)
         try:
             result, held = self._store.call(self._receive_once, event)
-        except (WithholdAnswer, Refused):
+        except (WithholdAnswer, Refused, StoreGone):
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
@@ -548,7 +638,6 @@ class SinkServer:
         """On the store thread: receive, check its result, then read the digest of what the store holds."""
         result = self.receive(con, event)
         if not isinstance(result, str) or result not in RESULTS:
-            self.log_line("receive returned %r for event %r" % (result, event["id"]))
             raise Refused(
                 "internal", "internal error: receive returned %r, not one of %s" % (result, ", ".join(RESULTS))
             )
@@ -558,8 +647,8 @@ class SinkServer:
     def _refusal_for(self, exc, event_id):
         # By class name too, so a foreign store with its own Conflict maps the same way.
         if isinstance(exc, Conflict) or type(exc).__name__ == "Conflict":
-            self.log_line("conflict: %s" % exc)
-            return Refused("conflict", "conflict", event_id=event_id)
+            # The client hears "conflict"; the request's log line says which payloads met.
+            return Refused("conflict", "conflict", event_id=event_id, detail="conflict: %s" % exc)
         if isinstance(exc, ValueError):
             return Refused("invalid", str(exc))
         self.log_line(
@@ -589,8 +678,7 @@ class SinkServer:
         return head if head_only else head + data
 
     def log_line(self, line):
-        if self.log is not None:
-            self.log(line)
+        _log_to(self.log, line)
 
 
 def _metrics_text(con):
@@ -608,6 +696,11 @@ def _parse_event(body):
         return validate_event(value)
     except InvalidEvent as exc:
         raise Refused("invalid", str(exc)) from None
+
+
+def _one_line(text):
+    """`text` as one log line: a line break a client or a foreign error put in it is shown, not obeyed."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _shutdown(sock):

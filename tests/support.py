@@ -281,6 +281,14 @@ def read_to_eof(sock):
         chunks.append(chunk)
 
 
+def cpu_seconds(pid):
+    """utime + stime of process `pid`, from /proc/PID/stat (Linux; callers skip without it)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def outcomes(path):
     return [row[2] for row in snapshot(path)["deliveries"]]
 

@@ -1,4 +1,4 @@
-"""The sink under an idle-socket attack, at its connection cap, and when told to stop.
+"""The sink under an idle-socket attack, at its connection cap, when told to stop, and against a head of spaces.
 
 The attack tests start a real `python -m sink serve` child with RLIMIT_NOFILE
 256 and open 1,000 idle sockets to it, then time an honest `send_http` and
@@ -19,8 +19,11 @@ import threading
 import time
 
 from outbox import send_http
-from tests.support import DEADLINE, PYTHON, python_env, wait_until
+from sink import framing, server as sink_server
+from tests.support import DEADLINE, PYTHON, cpu_seconds, python_env, wait_until
 from tests.support import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, request_bytes, stock
+
+STOP_TIMEOUT = 2.0  # the request timeout of the bounded-stop tests: stop() must return within it + 1 s
 
 try:
     import resource
@@ -44,14 +47,6 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (%d, hard))
 from sink.cli import main
 sys.exit(main(sys.argv[1:]))
 """ % SINK_NOFILE
-
-
-def cpu_seconds(pid):
-    """utime + stime of process `pid`, from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def closed_without_answer(sock):
@@ -240,3 +235,70 @@ class PromptStopTest(ServerTestCase):
         for sock in idle:
             self.assertEqual(read_to_eof(sock), b"")
 
+
+    def test_stop_with_a_half_sent_body_in_hand_returns_within_the_timeout_plus_1s(self):
+        server = self.start(timeout=STOP_TIMEOUT)
+        port = server.server_address[1]
+        event = body_of(EVENT)
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as half:
+            half.sendall(request_bytes(["Content-Type: application/json", "Content-Length: %d" % len(event)])
+                         + event[:5])
+            # Accepted in arrival order: once this is answered, the half-sent request is in the reader's hands.
+            status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+            self.assertEqual(status, 200)
+            started = time.monotonic()
+            server.stop()
+            took = time.monotonic() - started
+            answer = read_to_eof(half)
+        sys.stderr.write("\n  stop() with a half-sent body in hand: %.2fs (timeout %gs)\n" % (took, STOP_TIMEOUT))
+        self.assertLess(took, STOP_TIMEOUT + 1.0)
+        self.assertTrue(answer.startswith(b"HTTP/1.0 400 "), answer[:60])
+        self.assertIn(b"body incomplete: 5 of", answer)
+
+    def test_stop_abandons_a_receive_that_never_returns_within_the_timeout_plus_1s(self):
+        entered, release = threading.Event(), threading.Event()
+
+        def stuck_receive(con, event):
+            entered.set()
+            release.wait(DEADLINE * 3)  # "never" within this test: released at its end
+            return "applied"
+
+        lines = []
+        server = sink_server.make_server(self.db_path, timeout=STOP_TIMEOUT, receive=stuck_receive,
+                                         log=lines.append).start()
+        self.addCleanup(release.set)
+        port = server.server_address[1]
+        answers = queue.Queue()
+
+        def client():
+            try:
+                answers.put(post(port, body_of(EVENT))[0])
+            except Exception as exc:  # the connection shut without an answer: that is the expected end
+                answers.put(exc)
+
+        posting = threading.Thread(target=client)
+        posting.start()
+        self.addCleanup(posting.join, DEADLINE)
+        self.assertTrue(entered.wait(DEADLINE))
+        started = time.monotonic()
+        server.stop()
+        took = time.monotonic() - started
+        answer = answers.get(timeout=DEADLINE)
+        sys.stderr.write("\n  stop() with a receive that never returns: %.2fs (timeout %gs)\n" % (took, STOP_TIMEOUT))
+        self.assertLess(took, STOP_TIMEOUT + 1.0)
+        self.assertIsInstance(answer, ConnectionError)  # shut at the stop deadline, not answered, not left waiting
+        self.assertTrue([line for line in lines if line.startswith("stop: ") and "abandoned" in line], lines)
+        self.assertIsNone(server.failure)
+
+
+class HeadOfSpacesTest(ServerTestCase):
+    def test_a_head_full_of_spaces_costs_time_in_its_length_not_its_square(self):
+        # A header value with 16,000 inner spaces once cost the reader 0.5 s of CPU
+        # (a pattern that trimmed spaces itself backtracked); 20 of them would take 10 s.
+        line = b"X-Spaces: a" + b" " * 16000 + b"b"
+        data = b"GET /health HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n\r\n"
+        started = time.monotonic()
+        for _ in range(20):
+            outcome = framing.Reader(sink_server.ALLOWED, float("inf"), 10.0).feed(data)
+            self.assertIsInstance(outcome, framing.Request)
+        self.assertLess(time.monotonic() - started, 1.0)

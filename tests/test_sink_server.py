@@ -1,4 +1,4 @@
-"""sink.server over real HTTP: answers, refusals that write nothing, concurrency, faults.
+"""sink.server over real HTTP: answers, refusals that write nothing, concurrency, faults, threads that die.
 
 Servers run in-process on 127.0.0.1 port 0, except the crash faults, which end
 a real `python -m sink serve` child with CRASH_EXIT.
@@ -24,7 +24,7 @@ from unittest import mock
 from outbox import store
 from outbox.event import digest
 from sink import WrongDatabase, faults, init_sink, make_server, receive
-from sink.server import MAX_BODY
+from sink.server import MAX_BODY, ThreadDied
 from tests.support import (
     DEADLINE, EVENT, SHORT, Child, ServerTestCase, TempDirTestCase, body_of, outcomes, parse_prometheus, post, post_to,
     read_to_eof, request_bytes, snapshot, stock, wait_until,
@@ -103,13 +103,34 @@ class AnswerTest(ServerTestCase):
         self.assertEqual(outcomes(self.db_path), ["applied", "duplicate"])
 
     def test_conflict_is_409_logged_and_leaves_inventory(self):
-        port = self.port()
+        lines = []
+        port = self.port(log=lines.append)
         post(port, body_of(EVENT))
         status, _, body = post(port, body_of(dict(EVENT, qty=4)))
         self.assertEqual(status, 409)
         self.assertEqual(body, {"ack": False, "id": "e1", "error": "conflict"})
         self.assertEqual(stock(self.db_path), {"apple": 3})
         self.assertEqual(outcomes(self.db_path), ["applied", "conflict"])
+        # One line at the sink for the 409, naming both payloads (the client hears only "conflict").
+        logged = wait_until(lambda: [line for line in lines if '" 409 ' in line], what="the 409 line")
+        self.assertEqual(len(logged), 1, lines)
+        self.assertNotIn("\n", logged[0])
+        self.assertIn('"qty":3', logged[0])
+        self.assertIn('"qty":4', logged[0])
+
+    def test_one_log_line_per_request_with_the_status_and_why(self):
+        lines = []
+        port = self.port(log=lines.append)
+        post(port, body_of(EVENT))
+        post(port, b"{", content_type="application/json")
+        post(port, None, path="/nowhere", method="GET", content_type=None)
+        wait_until(lambda: len(lines) == 3, what="three lines")
+        self.assertIn('127.0.0.1 - "POST /events HTTP/1.1" 200', lines)
+        self.assertIn("127.0.0.1 - \"GET /nowhere HTTP/1.1\" 404 no such path '/nowhere': the sink serves only "
+                      "POST /events, GET /health and GET /metrics", lines)
+        refused = [line for line in lines if line.startswith('127.0.0.1 - "POST /events HTTP/1.1" 400 ')]
+        self.assertEqual(len(refused), 1, lines)
+        self.assertIn("body is not valid JSON", refused[0])  # the message the client got, in one line
 
     def test_the_wal_is_kept_between_requests(self):
         # One store connection for the life of the server: SQLite never sees its
@@ -459,7 +480,8 @@ class RefusalTest(ServerTestCase):
                         ["Content-Type: application/json", "Content-Length: %d" % len(event)], event, target=target
                     ),
                 )
-                self.assert_refused(status, answer, 404, mentions=["path"])
+                self.assert_refused(status, answer, 404,
+                                    mentions=["path", "POST /events, GET /health and GET /metrics"])
 
     def test_other_methods_are_405_with_allow(self):
         cases = [
@@ -490,6 +512,149 @@ class RefusalTest(ServerTestCase):
         self.assertEqual(headers["allow"], ["GET"])
         self.assertIsNone(answer)
         self.assertTrue(raw.endswith(b"\r\n\r\n"))
+
+
+class ContinueTest(ServerTestCase):
+    def test_expect_100_continue_is_answered_before_the_body_is_sent(self):
+        port = self.port()
+        event = body_of(EVENT)
+        head = request_bytes(
+            ["Content-Type: application/json", "Content-Length: %d" % len(event), "Expect: 100-continue"])
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+            sock.sendall(head)
+            interim = b""
+            while not interim.endswith(b"\r\n\r\n"):
+                chunk = sock.recv(1)  # byte by byte, so nothing of a later answer is read here
+                self.assertTrue(chunk, interim)
+                interim += chunk
+            self.assertEqual(interim, b"HTTP/1.1 100 Continue\r\n\r\n")
+            sock.sendall(event)
+            answer = read_to_eof(sock)
+        self.assertTrue(answer.startswith(b"HTTP/1.0 200 OK\r\n"), answer)
+        self.assertEqual(stock(self.db_path), {"apple": 3})
+
+    def test_a_head_that_breaks_a_rule_gets_its_final_answer_instead(self):
+        port = self.port()
+        head = request_bytes(["Content-Type: text/plain", "Content-Length: 10", "Expect: 100-continue"])
+        status, _, answer, raw = exchange(port, head, half_close=False)
+        self.assertEqual(status, 415)
+        self.assertTrue(raw.startswith(b"HTTP/1.0 415 "), raw[:40])
+
+
+class Fatal(BaseException):
+    """A failure that no `except Exception` catches, as SystemExit or KeyboardInterrupt."""
+
+
+class FailLoudTest(ServerTestCase):
+    """A thread of the server that dies: .failure, 503 for every request still answered, stop() raises."""
+
+    def serve(self, **options):
+        options.setdefault("timeout", SHORT)
+        server = make_server(self.db_path, **options).start()
+        self.addCleanup(self.stop_expecting_failure, server)
+        return server, server.server_address[1]
+
+    def stop_expecting_failure(self, server):
+        with self.assertRaises(ThreadDied) as caught:
+            server.stop()
+        self.assertIs(caught.exception, server.failure)
+
+    def assert_unavailable(self, port, why):
+        requests = (("GET", "/health", None), ("GET", "/metrics", None), ("POST", "/events", body_of(EVENT)))
+        for method, path, body in requests:
+            with self.subTest(path=path):
+                status, _, answer = post(port, body, path=path, method=method,
+                                         content_type="application/json" if body else None)
+                self.assertEqual(status, 503)
+                self.assertEqual(answer, {"ack": False, "error": "the sink cannot serve: " + why})
+
+    def test_a_receive_that_ends_the_store_thread(self):
+        for failure in (Fatal("gave up"), SystemExit(3), KeyboardInterrupt()):
+            with self.subTest(failure=repr(failure)):
+                def ending_receive(con, event):
+                    raise failure
+
+                lines = []
+                server, port = self.serve(receive=ending_receive, log=lines.append)
+                before = snapshot(self.db_path)
+                status, _, answer = post(port, body_of(EVENT))
+                why = "the store thread died: %s" % ("%s: %s" % (type(failure).__name__, failure)
+                                                     if str(failure) else type(failure).__name__)
+                self.assertEqual((status, answer["error"]), (503, "the sink cannot serve: " + why))
+                self.assertEqual(str(server.failure), why)
+                self.assertEqual(server.failure.thread, "store")
+                self.assertIs(server.failure.__cause__, failure)
+                self.assert_unavailable(port, why)
+                self.assertEqual(snapshot(self.db_path), before)
+                self.assertTrue([line for line in lines if why in line and "Traceback" in line], lines)
+
+    def test_a_reader_that_dies_closes_the_listener_and_is_reported(self):
+        lines = []
+
+        def log(line):
+            lines.append(line)
+            if threading.current_thread().name == "sink-reader" and " - closed: " in line:
+                raise Fatal("the log gave up")  # on the reader thread: nothing there catches it
+
+        server, port = self.serve(log=log)
+        idle = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.addCleanup(idle.close)
+        wait_until(lambda: server.failure is not None, what="the reader to die at the idle client's deadline")
+        self.assertEqual(server.failure.thread, "reader")
+        self.assertEqual(str(server.failure), "the reader thread died: Fatal: the log gave up")
+        self.assertEqual(read_to_eof(idle), b"")  # the client it held is closed, not left hanging
+        with self.assertRaises(ConnectionRefusedError):  # new clients are refused, not queued for no one
+            socket.create_connection(("127.0.0.1", port), timeout=DEADLINE).close()
+        self.assertTrue([line for line in lines if "Traceback" in line and "Fatal: the log gave up" in line])
+
+    def test_a_worker_that_dies(self):
+        def log(line):
+            if threading.current_thread().name.startswith("sink-worker") and "/health" in line:
+                raise Fatal("the log gave up")
+
+        server, port = self.serve(log=log)
+        status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)  # answered, then its worker died logging it
+        wait_until(lambda: server.failure is not None, what="the worker to die")
+        self.assertEqual(server.failure.thread, "worker")
+        self.assert_unavailable(port, "the worker thread died: Fatal: the log gave up")  # the other workers answer
+
+    def test_an_error_in_one_client_closes_that_client_and_the_reader_goes_on(self):
+        from sink import framing
+
+        feed = framing.Reader.feed
+
+        def feed_with_a_bug(reader, data):
+            if data.startswith(b"BUG"):
+                raise RuntimeError("a bug in the reader, hit by one client")
+            return feed(reader, data)
+
+        lines = []
+        server = self.start(log=lines.append)
+        port = server.server_address[1]
+        with mock.patch.object(framing.Reader, "feed", feed_with_a_bug):
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+                sock.sendall(b"BUG")
+                self.assertEqual(read_to_eof(sock), b"")  # that client is closed, unanswered
+            status, _, answer = post(port, body_of(EVENT))  # and the next one is served
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        self.assertIsNone(server.failure)
+        self.assertTrue([line for line in lines if "closed after an internal error" in line
+                         and "RuntimeError: a bug in the reader" in line], lines)
+
+    def test_a_log_that_raises_an_exception_loses_its_line_only(self):
+        def log(line):
+            raise OSError("disk full")
+
+        server = self.start(log=log)
+        port = server.server_address[1]
+        status, _, answer = post(port, body_of(EVENT))
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as idle:
+            self.assertEqual(read_to_eof(idle), b"")  # closed at its deadline: a line the log refused
+        status, _, _ = post(port, None, path="/health", method="GET", content_type=None)
+        self.assertEqual(status, 200)
+        self.assertIsNone(server.failure)
 
 
 class StatusTableTest(ServerTestCase):
@@ -644,6 +809,16 @@ class DropAfterCommitTest(ServerTestCase):
         self.assertEqual((status, answer), (200, {"ack": True, "id": "e1", "result": "duplicate", "digest": EVENT_DIGEST}))
         self.assertEqual(stock(self.db_path), {"apple": 3})
 
+    def test_the_fault_is_one_line_in_the_log_when_it_fires(self):
+        lines = []
+        port = self.port(fault=faults.DROP_AFTER_COMMIT, log=lines.append)
+        with self.assertRaises((http.client.BadStatusLine, ConnectionError)):
+            post(port, body_of(EVENT))
+        post(port, body_of(EVENT))
+        fired = wait_until(lambda: [line for line in lines if line.startswith("fault ")], what="the fault's line")
+        self.assertEqual(fired, ["fault drop-after-commit fired on event 'e1' (1 of 1): receive runs, "
+                                 "then the connection closes without an answer"])
+
     def test_raw_client_reads_nothing_and_fault_count_is_honoured(self):
         port = self.port(fault=faults.DROP_AFTER_COMMIT, fault_count=2)
         event = body_of(EVENT)
@@ -666,6 +841,8 @@ class CrashTest(ServerTestCase):
             post(port, body_of(EVENT))
         self.assertEqual(child.wait(), faults.CRASH_EXIT)
         self.assertNotIn("Traceback", child.stderr())
+        # Its line is the last the process wrote.
+        self.assertIn("fault %s fired on event 'e1' (1 of 1)" % fault, child.stderr().splitlines()[-1])
 
     def restart_and_post(self):
         child = self.child("serve", "--db", self.db_path, "--port", "0", "--timeout", "5")

@@ -1,9 +1,10 @@
-"""`make torture`: the whole crash matrix and the seeded soak, two runs at a time, then the table.
+"""`make torture`: the crash matrix and the seeded soak, two runs at a time, the table; then the sink's fuzz and churn.
 
 The edge of the torture run: arguments, the temporary directory (removed at
 the end), the pool of two, the printed table and the exit status (0 when
 every invariant held, 1 on any violation, 2 for bad arguments). It kills no
-process itself: matrix.py and soak.py do, each closing its own children.
+process itself: matrix.py, soak.py and churn.py do, each closing its own
+children. The churn runs alone, after the rest, since it measures the sink's CPU.
 """
 import argparse
 import collections
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from . import matrix, points, soak
+from . import churn, framing_fuzz, matrix, points, soak
 
 PROG = "torture"
 
@@ -33,6 +34,12 @@ def build_parser():
     parser.add_argument("--soak-events", type=int, default=300, help="events the soak delivers (default: %(default)s)")
     parser.add_argument("--soak-kills", type=int, default=12, help="SIGKILLs during the soak (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default: %(default)s)")
+    parser.add_argument("--churn-seconds", type=float, default=10.0,
+                        help="seconds of connection churn against the sink at each cap, 0 for none "
+                             "(default: %(default)s)")
+    parser.add_argument("--framing-streams", type=int, default=200000,
+                        help="random byte streams for the sink's request reader, from the seed, 0 for none "
+                             "(default: %(default)s)")
     return parser
 
 
@@ -44,6 +51,29 @@ def check_args(parser, args):
                      % (args.soak_events // 2, args.soak_kills))
     if not 1 <= args.jobs <= 8:
         parser.error("--jobs must be from 1 to 8, got %d" % args.jobs)
+    if not 0 <= args.churn_seconds <= 600:
+        parser.error("--churn-seconds must be from 0 to 600, got %g" % args.churn_seconds)
+    if not 0 <= args.framing_streams <= 10 ** 7:
+        parser.error("--framing-streams must be from 0 to 10000000, got %d" % args.framing_streams)
+
+
+CHURN_CAPS = (8, 64)  # issue 17: a small cap, and the default
+
+
+def run_sink_torture(seed, workdir, *, churn_seconds, framing_streams):
+    """The framing fuzz from `seed`, then churn at each cap, one at a time; (lines to print, violations)."""
+    lines, violations = [], []
+    if framing_streams:
+        found, seen = framing_fuzz.run(seed, framing_streams)
+        lines.append("framing: %d random streams from seed %d: %s" % (
+            framing_streams, seed, ", ".join("%s x%d" % (key, seen[key]) for key in sorted(seen, key=str))))
+        violations += ["framing: " + v for v in found]
+    if churn_seconds:
+        for cap in CHURN_CAPS:
+            result = churn.run_churn(os.path.join(workdir, "churn-%d" % cap), cap=cap, seconds=churn_seconds)
+            lines.append(churn.describe(result))
+            violations += ["churn at cap %d: %s" % (cap, v) for v in result.violations]
+    return lines, violations
 
 
 def matrix_plan():
@@ -105,21 +135,27 @@ def main(argv=None):
     args = parser.parse_args(argv)
     check_args(parser, args)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 9)
-    print("torture: soak seed %d (reproduce its schedule with --seed %d)" % (seed, seed), flush=True)
+    print("torture: seed %d, for the soak's schedule and the framing streams (reproduce with --seed %d)"
+          % (seed, seed), flush=True)
     started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="outbox-kit-torture-")
     try:
         results, soaked = run_all(matrix_plan(), seed, workdir, jobs=args.jobs,
                                   soak_events=args.soak_events, soak_kills=args.soak_kills)
+        for line in table(results, soaked):
+            print(line, flush=True)
+        sink_lines, sink_violations = run_sink_torture(seed, workdir, churn_seconds=args.churn_seconds,
+                                                       framing_streams=args.framing_streams)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    for line in table(results, soaked):
+    for line in sink_lines:
         print(line)
     violations = []
     for result in results:
         label = "%d %s (%s, target %s)" % (result.point.number, result.point.key, points.MODE_NAMES[result.mode], result.target)
         violations += ["%s: %s" % (label, v) for v in result.violations]
     violations += ["soak (seed %d): %s" % (seed, v) for v in soaked.violations]
+    violations += sink_violations
     for violation in violations:
         print("VIOLATION " + violation)
     runs = sum(1 for r in results if not r.skipped) + soaked.kills
