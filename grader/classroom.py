@@ -1,0 +1,213 @@
+"""Grading one worker or a whole class: which workers, their checks spread over --jobs, the class table, progress.
+
+Each worker has a Grader of its own (its own temporary folder, its own
+zygote). Every check of every worker is a task in one pool of --jobs
+threads, the workers' tasks queued in the workers' order. A worker that hangs
+holds only its own tasks' slots, each for its bounded time; a worker that does
+not compile is graded without a child at all. Never imports the worker.
+"""
+import collections
+import concurrent.futures
+import glob
+import os
+import sys
+import time
+import traceback
+
+from .common import Fail, describe, msg
+from .messages import render, text
+from .parent import PROCESSES, Grader
+
+Worker = collections.namedtuple("Worker", "name path")
+
+
+class UsageError(Exception):
+    """A list of workers that cannot be graded as given: the message names the path and the rule."""
+
+
+def find_workers(paths):
+    """The workers named by --impl: files, and directories (*.py in it, */worker.py one level down), sorted.
+
+    Each worker is named by its file's stem or its folder; two with the same
+    name are a UsageError, as are a missing path and a file not ending in .py.
+    """
+    workers = []
+    for given in paths:
+        path = os.path.abspath(given)
+        if os.path.isdir(path):
+            found = [Worker(os.path.basename(p)[:-3], p) for p in glob.glob(os.path.join(path, "*.py"))]
+            found += [Worker(os.path.basename(os.path.dirname(p)), p) for p in glob.glob(os.path.join(path, "*", "worker.py"))]
+            found = [w for w in found if os.path.isfile(w.path)]
+            if not found:
+                raise UsageError(msg("usage.empty-dir", path=path))
+            workers.extend(sorted(found))
+        elif not os.path.isfile(path):
+            raise UsageError(msg("usage.no-impl", path=path))
+        elif not path.endswith(".py"):
+            raise UsageError(msg("usage.not-module", path=path, why=msg("usage.not-py")))
+        else:
+            workers.append(Worker(os.path.basename(path)[:-3], path))
+    seen = {}
+    for worker in workers:
+        if worker.name in seen:
+            raise UsageError(msg("usage.duplicate", name=worker.name, first=seen[worker.name], second=worker.path))
+        seen[worker.name] = worker.path
+    return workers
+
+
+def compile_error(path):
+    """None if `path` compiles (compiled only, never run here), else a message saying where it does not."""
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+        compile(source, path, "exec")  # bytes: a coding declaration counts, as it does for import
+    except (SyntaxError, ValueError) as exc:
+        return msg("usage.syntax", line=getattr(exc, "lineno", None) or "?", error=describe(exc))
+    except OSError as exc:
+        return msg("plain", text=describe(exc))
+    return None
+
+
+def run_check(grader, check, lang, context=None):
+    """One check's result: its verdict (pass, fail, or error: the grader's own fault), its messages, its time."""
+    context = context if context is not None else grader.for_check(check)
+    started = time.monotonic()
+    status, error = "pass", None
+    try:
+        expected, observed = check.run(context)
+    except Fail as fail:
+        status, expected, observed = "fail", fail.expected, fail.observed
+    except Exception as exc:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
+        status, error = "error", traceback.format_exc()
+        expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))
+    return {"name": check.name, "status": status, "ok": status == "pass",
+            "expected": render(expected, "en"), "observed": render(observed, "en"),
+            "expected_message": expected, "observed_message": observed,
+            "text": (render(expected, lang), render(observed, lang)),
+            "seconds": round(time.monotonic() - started, 3), "traceback": error,
+            "output": dict(getattr(context, "output", None) or {"printed": 0, "dropped": 0})}
+
+
+def not_compiling(check, error, lang):
+    """A check's result for a worker that does not compile: a fail naming the line, without any child."""
+    expected, observed = msg("impl.compiles"), error
+    return {"name": check.name, "status": "fail", "ok": False, "expected": render(expected, "en"),
+            "observed": render(observed, "en"), "expected_message": expected, "observed_message": observed,
+            "text": (render(expected, lang), render(observed, lang)), "seconds": 0.0, "traceback": None,
+            "output": {"printed": 0, "dropped": 0}}
+
+
+class Graded:
+    """One worker's grading: its Grader, its results (registry order once done), its time."""
+
+    def __init__(self, worker, grader, checks):
+        self.worker, self.grader, self.checks = worker, grader, checks
+        self.by_name = {}
+        self.tasks = 0
+        self.started = time.monotonic()
+        self.seconds = 0.0
+
+    def add(self, results):
+        for result in results:
+            self.by_name[result["name"]] = result
+        self.tasks -= 1
+        if self.done():
+            self.seconds = time.monotonic() - self.started
+
+    def done(self):
+        return self.tasks <= 0
+
+    @property
+    def results(self):
+        return [self.by_name[c.name] for c in self.checks if c.name in self.by_name]
+
+    def counts(self):
+        statuses = [r["status"] for r in self.results]
+        return {status: statuses.count(status) for status in ("pass", "fail", "error")}
+
+
+def grade_all(workers, checks, options, lang, on_results=None, on_worker=None):
+    """Grade every worker with `checks`, --jobs tasks at once; a list of Graded, in the workers' order.
+
+    `options`: timeout, keep, jobs, limits. `on_results(graded, results)` and
+    `on_worker(graded)` are called in this thread as results come in.
+    """
+    graded, futures = [], {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
+    try:
+        for worker in workers:
+            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
+            one = Graded(worker, grader, checks)
+            graded.append(one)
+            error = compile_error(worker.path)
+            if error is not None:
+                one.tasks = 1
+                one.add([not_compiling(check, error, lang) for check in checks])
+                if on_results:
+                    on_results(one, one.results)
+                if on_worker:
+                    on_worker(one)
+                continue
+            one.tasks = len(checks)
+            for check in checks:
+                futures[pool.submit(run_check, grader, check, lang)] = one
+        for future in concurrent.futures.as_completed(futures):
+            one = futures[future]
+            result = future.result()
+            one.add([result])
+            if on_results:
+                on_results(one, [result])
+            if one.done():
+                one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
+                if on_worker:
+                    on_worker(one)
+    finally:
+        PROCESSES.kill_all()
+        pool.shutdown(wait=True)
+        for one in graded:
+            one.grader.close()
+    return graded
+
+
+class Progress:
+    """Progress on stderr: a live line on a terminal, else one line per finished worker."""
+
+    def __init__(self, total, lang, stream=None):
+        self.total, self.lang = total, lang
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.done = 0
+        self.started = time.monotonic()
+
+    def worker_done(self, one):
+        self.done += 1
+        counts = one.counts()
+        if self.live:
+            self.stream.write("\r" + text(self.lang, "progress.live", done=self.done, total=self.total,
+                                          seconds="%.0f" % (time.monotonic() - self.started)) + "\x1b[K")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(text(self.lang, "progress.worker", done=self.done, total=self.total, name=one.worker.name,
+                                   passed=counts["pass"], checks=len(one.checks), seconds="%.1f" % one.seconds) + "\n")
+        self.stream.flush()
+
+
+def class_table(graded, lang, seconds):
+    """The class table: one line per worker (passed/total, the failed checks), then the totals."""
+    width = max([len(one.worker.name) for one in graded] + [len(text(lang, "class.worker"))])
+    lines = ["%s  %s  %s" % (text(lang, "class.worker").ljust(width), text(lang, "class.passed").ljust(7),
+                             text(lang, "class.failed"))]
+    for one in graded:
+        failed = [r["name"] + ("!" if r["status"] == "error" else "") for r in one.results if not r["ok"]]
+        score = "%d/%d" % (one.counts()["pass"], len(one.checks))
+        lines.append(("%s  %s  %s" % (one.worker.name.ljust(width), score.ljust(7), ", ".join(failed) or "-")).rstrip())
+    perfect = sum(1 for one in graded if all(r["ok"] for r in one.results))
+    passed = sum(one.counts()["pass"] for one in graded)
+    total = sum(len(one.checks) for one in graded)
+    lines.append("")
+    lines.append(text(lang, "class.totals", perfect=perfect, workers=len(graded), passed=passed, total=total,
+                      seconds="%.1f" % seconds))
+    if any(one.counts()["error"] for one in graded):
+        lines.append(text(lang, "class.errors"))
+    return lines
