@@ -1,4 +1,4 @@
-"""Grading one worker or a whole class: which workers, their checks spread over --jobs, the class table, progress.
+"""Grading one worker or a whole class: which workers, their checks spread over --jobs, progress on stderr.
 
 Each worker has a Grader of its own (its own temporary folder, its own
 zygote). Every check of every worker is a task in one pool of --jobs
@@ -17,6 +17,7 @@ import traceback
 from .common import Fail, describe, msg
 from .messages import render, text
 from .parent import PROCESSES, Grader
+from .report import printable
 
 Worker = collections.namedtuple("Worker", "name path")
 
@@ -188,26 +189,7 @@ class Progress:
             if self.done == self.total:
                 self.stream.write("\n")
         else:
-            self.stream.write(text(self.lang, "progress.worker", done=self.done, total=self.total, name=one.worker.name,
-                                   passed=counts["pass"], checks=len(one.checks), seconds="%.1f" % one.seconds) + "\n")
+            self.stream.write(text(self.lang, "progress.worker", done=self.done, total=self.total,
+                                   name=printable(one.worker.name), passed=counts["pass"], checks=len(one.checks),
+                                   seconds="%.1f" % one.seconds) + "\n")
         self.stream.flush()
-
-
-def class_table(graded, lang, seconds):
-    """The class table: one line per worker (passed/total, the failed checks), then the totals."""
-    width = max([len(one.worker.name) for one in graded] + [len(text(lang, "class.worker"))])
-    lines = ["%s  %s  %s" % (text(lang, "class.worker").ljust(width), text(lang, "class.passed").ljust(7),
-                             text(lang, "class.failed"))]
-    for one in graded:
-        failed = [r["name"] + ("!" if r["status"] == "error" else "") for r in one.results if not r["ok"]]
-        score = "%d/%d" % (one.counts()["pass"], len(one.checks))
-        lines.append(("%s  %s  %s" % (one.worker.name.ljust(width), score.ljust(7), ", ".join(failed) or "-")).rstrip())
-    perfect = sum(1 for one in graded if all(r["ok"] for r in one.results))
-    passed = sum(one.counts()["pass"] for one in graded)
-    total = sum(len(one.checks) for one in graded)
-    lines.append("")
-    lines.append(text(lang, "class.totals", perfect=perfect, workers=len(graded), passed=passed, total=total,
-                      seconds="%.1f" % seconds))
-    if any(one.counts()["error"] for one in graded):
-        lines.append(text(lang, "class.errors"))
-    return lines

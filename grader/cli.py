@@ -12,15 +12,15 @@ import signal
 import sys
 import time
 import traceback
-import unicodedata
 
 from . import __version__, contain, report
 from .capture import KEEP
-from .classroom import Progress, UsageError, class_table, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
+from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
 from .messages import LANGS, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
+from .report import display_width  # noqa: F401 (the evidence table's, and tests', measure)
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
@@ -53,11 +53,6 @@ def evidence_table(evidence, lang):
         for r in table:
             lines.append("  " + "  ".join(cell + " " * (w - display_width(cell)) for cell, w in zip(r, widths)).rstrip())
     return lines
-
-
-def display_width(cell):
-    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
 
 
 def size(count):
@@ -205,7 +200,7 @@ def grade(args):
     elif single:
         show_totals(graded[0], args, seconds)
     else:
-        for line in class_table(graded, lang, seconds):
+        for line in report.class_table(graded, lang, seconds):
             print(line)
         for one in graded if args.keep else ():
             print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))

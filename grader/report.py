@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import unicodedata
 import xml.etree.ElementTree as ET
 
 from . import __version__
@@ -39,13 +40,13 @@ def worker_report(graded, debug=False):
             "errors": counts["error"], "seconds": round(graded.seconds, 3), "checks": checks,
             "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
             "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),
-            "protections_off": list(grader.protections_off)}
+            "protections_off": list(grader.protections_off), "import_output": grader.zygote.output()}
 
 
 def class_report(graded, reports, seconds):
     """The --json report of a class: each worker's report, and the totals."""
     return {"schema": SCHEMA, "version": __version__, "workers": [reports[one.worker.name] for one in graded],
-            "perfect": sum(1 for one in graded if all(r["ok"] for r in one.results)),
+            "perfect": perfect(graded),
             "passed": sum(one.counts()["pass"] for one in graded), "total": sum(len(one.checks) for one in graded),
             "seconds": round(seconds, 3)}
 
@@ -77,6 +78,43 @@ def evidence_tables(evidence, lang):
         rows += [[text(lang, label)] + [show(p, lang) for p in phases] for label, show in EVIDENCE_ROWS]
         tables.append((text(lang, "evidence.title", name=name), rows))
     return tables
+
+
+def class_table(graded, lang, seconds):
+    """The class table: one line per worker (passed/total, the failed checks; ! marks a grader error), then the totals."""
+    header = [text(lang, "class.worker"), text(lang, "class.passed"), text(lang, "class.failed")]
+    rows = [header]
+    for one in graded:
+        failed = [r["name"] + ("!" if r["status"] == "error" else "") for r in one.results if not r["ok"]]
+        rows.append([printable(one.worker.name), "%d/%d" % (one.counts()["pass"], len(one.checks)), ", ".join(failed) or "-"])
+    widths = [max(display_width(row[i]) for row in rows) for i in range(2)]
+    lines = ["  ".join([pad(row[0], widths[0]), pad(row[1], widths[1]), row[2]]).rstrip() for row in rows]
+    lines.append("")
+    lines.append(text(lang, "class.totals", perfect=perfect(graded), workers=len(graded),
+                      passed=sum(one.counts()["pass"] for one in graded), total=sum(len(one.checks) for one in graded),
+                      seconds="%.1f" % seconds))
+    if any(one.counts()["error"] for one in graded):
+        lines.append(text(lang, "class.errors"))
+    return lines
+
+
+def perfect(graded):
+    """How many workers passed every check."""
+    return sum(1 for one in graded if all(r["ok"] for r in one.results))
+
+
+def display_width(cell):
+    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
+
+
+def pad(cell, width):
+    return cell + " " * (width - display_width(cell))
+
+
+def printable(name):
+    """A worker's name for a terminal: its control characters (a file name may hold any) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def write_reports(folder, graded, checks, reports, lang, seconds):
@@ -174,7 +212,7 @@ def index_html(graded, checks, lang, seconds):
     parts = ['<!DOCTYPE html>\n<html lang="%s">\n<head>\n<meta charset="utf-8">\n' % e(lang),
              "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n" % (e(text(lang, "html.title")), STYLE),
              "<h1>%s</h1>\n" % e(text(lang, "html.title")),
-             "<p>%s</p>\n" % e(text(lang, "class.totals", perfect=sum(1 for one in graded if all(r["ok"] for r in one.results)),
+             "<p>%s</p>\n" % e(text(lang, "class.totals", perfect=perfect(graded),
                                     workers=len(graded), passed=sum(one.counts()["pass"] for one in graded),
                                     total=sum(len(one.checks) for one in graded), seconds="%.1f" % seconds)),
              "<table>\n<tr><th>%s</th>" % e(text(lang, "class.worker"))]
