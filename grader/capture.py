@@ -7,6 +7,7 @@ it. Neutral ground: no worker, no processes of its own, no messages.
 """
 import json
 import os
+import re
 import selectors
 import time
 
@@ -18,6 +19,7 @@ LINES_KEEP = 4 * 1024 * 1024  # bytes of protocol lines kept (the grader's own, 
 ROUND = 0.05  # seconds: how often the loop looks at the process while its pipes are quiet
 GRACE = 1.0  # seconds to wait for the pipes to close once the process has ended
 MARK_BYTES = MARK.encode("ascii")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Capture:
@@ -84,7 +86,7 @@ class Lines:
             self.dropped += len(raw)
             return
         try:
-            line = json.loads(raw[len(MARK_BYTES):].decode("utf-8"))
+            line = whole(json.loads(raw[len(MARK_BYTES):].decode("utf-8")))
         except ValueError:
             return
         if isinstance(line, dict):
@@ -92,6 +94,17 @@ class Lines:
             self.lines.append(line)
             if self.on_line is not None:
                 self.on_line(line)
+
+
+def whole(value):
+    """`value` with every lone surrogate (a worker's text can hold them; no output can) as U+FFFD."""
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [whole(item) for item in value]
+    if isinstance(value, dict):
+        return {key: whole(item) for key, item in value.items()}
+    return value
 
 
 def follow(streams, exited, deadline, on_timeout, after_exit):

@@ -29,31 +29,38 @@ class UsageError(Exception):
 def find_workers(paths):
     """The workers named by --impl: files, and directories (*.py in it, */worker.py one level down), sorted.
 
-    Each worker is named by its file's stem or its folder; two with the same
-    name are a UsageError, as are a missing path and a file not ending in .py.
+    Each worker is named by its file's stem, or by its folder if the file is
+    a worker.py (found in a folder, or named directly: the same name either
+    way); two with the same name are a UsageError, as are a missing path and
+    a file not ending in .py.
     """
     workers = []
     for given in paths:
         path = os.path.abspath(given)
         if os.path.isdir(path):
-            found = [Worker(os.path.basename(p)[:-3], p) for p in glob.glob(os.path.join(path, "*.py"))]
-            found += [Worker(os.path.basename(os.path.dirname(p)), p) for p in glob.glob(os.path.join(path, "*", "worker.py"))]
-            found = [w for w in found if os.path.isfile(w.path)]
+            found = glob.glob(os.path.join(path, "*.py")) + glob.glob(os.path.join(path, "*", "worker.py"))
+            found = sorted(Worker(name_of(p), p) for p in found if os.path.isfile(p))
             if not found:
                 raise UsageError(msg("usage.empty-dir", path=path))
-            workers.extend(sorted(found))
+            workers.extend(found)
         elif not os.path.isfile(path):
             raise UsageError(msg("usage.no-impl", path=path))
         elif not path.endswith(".py"):
             raise UsageError(msg("usage.not-module", path=path, why=msg("usage.not-py")))
         else:
-            workers.append(Worker(os.path.basename(path)[:-3], path))
+            workers.append(Worker(name_of(path), path))
     seen = {}
     for worker in workers:
         if worker.name in seen:
             raise UsageError(msg("usage.duplicate", name=worker.name, first=seen[worker.name], second=worker.path))
         seen[worker.name] = worker.path
     return workers
+
+
+def name_of(path):
+    """A worker's name: its folder for a worker.py, else its file's stem."""
+    folder, file = os.path.split(path)
+    return os.path.basename(folder) if file == "worker.py" else file[:-3]
 
 
 def compile_error(path):

@@ -208,7 +208,8 @@ pre, code { font-family: monospace; }
 def index_html(graded, checks, lang, seconds):
     """One self-contained page: the grid of workers x checks, coloured, failed cells with their text; each
     worker's checks and evidence tables. No script, no external asset; every worker-controlled string escaped."""
-    e = html.escape
+    def e(value):
+        return html.escape(xml_text(value))  # and no control character: a parse error in HTML as in XML
     parts = ['<!DOCTYPE html>\n<html lang="%s">\n<head>\n<meta charset="utf-8">\n' % e(lang),
              "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n" % (e(text(lang, "html.title")), STYLE),
              "<h1>%s</h1>\n" % e(text(lang, "html.title")),
