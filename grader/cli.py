@@ -24,7 +24,7 @@ from .report import display_width  # noqa: F401 (the evidence table's, and tests
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
-DEFAULT_JOBS = 4
+DEFAULT_JOBS = 8  # steps mostly wait on fsync and on each other, not on a core
 MEMORY_RANGE = (128, 1024 * 1024)  # MiB: less cannot start Python with the kit; more is no limit
 FILE_RANGE = (1, 1024 * 1024)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GRADER_ERROR = 0, 1, 2, 3
