@@ -161,7 +161,7 @@ JA = {
     "run.succeeds": "{what}が成功すること",
     "run.signal": "{what}がシグナル {signal} で終了しました",
     "who.sink": "倉庫のプロセス",
-    "limit.memory": "{what}がメモリーを使い切りました: 上限は {mib} MiB です（--memory で引き上げられます）",
+    "limit.memory": "{what}がメモリを使い切りました: 上限は {mib} MiB です（--memory で引き上げられます）",
     "limit.file-size": "{what}が上限を超える大きさのファイルを書きました: 上限は {mib} MiB です（--file-size で引き上げられます）",
     "limit.cpu": "{what}がCPU時間を使い切りました: 上限は {seconds} 秒です（--timeout で引き上げられます）",
 
