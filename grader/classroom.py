@@ -20,6 +20,7 @@ from .parent import PROCESSES, Grader
 from .report import printable
 
 Worker = collections.namedtuple("Worker", "name path")
+TICK = 1.0  # seconds between two refreshes of the live progress line
 
 
 class UsageError(Exception):
@@ -134,13 +135,14 @@ class Graded:
         return {status: statuses.count(status) for status in ("pass", "fail", "error")}
 
 
-def grade_all(workers, checks, options, lang, on_results=None, on_worker=None):
+def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, on_tick=None):
     """Grade every worker with `checks`, --jobs tasks at once; a list of Graded, in the workers' order.
 
     `options`: timeout, keep, jobs, limits. `on_results(graded, results)` and
-    `on_worker(graded)` are called in this thread as results come in.
+    `on_worker(graded)` are called in this thread as results come in, and
+    `on_tick()` at least every TICK seconds.
     """
-    graded, futures = [], {}
+    graded, futures, order = [], {}, {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
     try:
         for worker in workers:
@@ -158,17 +160,23 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None):
                 continue
             one.tasks = len(checks)
             for check in checks:
-                futures[pool.submit(run_check, grader, check, lang)] = one
-        for future in concurrent.futures.as_completed(futures):
-            one = futures[future]
-            result = future.result()
-            one.add([result])
-            if on_results:
-                on_results(one, [result])
-            if one.done():
-                one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
-                if on_worker:
-                    on_worker(one)
+                future = pool.submit(run_check, grader, check, lang)
+                futures[future], order[future] = one, len(order)
+        waiting = set(futures)
+        while waiting:
+            finished, waiting = concurrent.futures.wait(waiting, timeout=TICK, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: order[f]):
+                one = futures[future]
+                result = future.result()
+                one.add([result])
+                if on_results:
+                    on_results(one, [result])
+                if one.done():
+                    one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
+                    if on_worker:
+                        on_worker(one)
+            if on_tick and not finished:
+                on_tick()
     finally:
         PROCESSES.kill_all()
         pool.shutdown(wait=True)
@@ -187,12 +195,21 @@ class Progress:
         self.done = 0
         self.started = time.monotonic()
 
+    def tick(self):
+        """Redraw the live line (on a terminal only): workers done, of all, and the time so far."""
+        if self.live and self.done < self.total:
+            self.draw()
+
+    def draw(self):
+        self.stream.write("\r" + text(self.lang, "progress.live", done=self.done, total=self.total,
+                                      seconds="%.0f" % (time.monotonic() - self.started)) + "\x1b[K")
+        self.stream.flush()
+
     def worker_done(self, one):
         self.done += 1
         counts = one.counts()
         if self.live:
-            self.stream.write("\r" + text(self.lang, "progress.live", done=self.done, total=self.total,
-                                          seconds="%.0f" % (time.monotonic() - self.started)) + "\x1b[K")
+            self.draw()
             if self.done == self.total:
                 self.stream.write("\n")
         else:

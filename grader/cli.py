@@ -177,14 +177,16 @@ def grade(args):
               file=sys.stderr)
     single = len(args.workers) == 1
     started = time.monotonic()
-    on_results = on_worker = None
+    on_results = on_worker = on_tick = None
     if single and not args.json:
         print(text(lang, "report.grading", impl=os.path.relpath(args.workers[0].path)))
         on_results = InOrder(lambda result: show_result(result, args)).add
     elif not single:
-        on_worker = Progress(len(args.workers), lang).worker_done
+        progress = Progress(len(args.workers), lang)
+        on_worker, on_tick = progress.worker_done, progress.tick
     try:
-        graded = grade_all(args.workers, selected, args, lang, on_results=on_results, on_worker=on_worker)
+        graded = grade_all(args.workers, selected, args, lang, on_results=on_results, on_worker=on_worker,
+                           on_tick=on_tick)
     except KeyboardInterrupt:
         print(text(lang, "cli.interrupted"), file=sys.stderr)
         return 130

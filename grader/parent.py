@@ -187,7 +187,9 @@ class Run:
         error = self.first("error")
         if error:
             return msg("run.raised", what=self.what, error=error["message"])
-        if self.status is not None and self.status < 0:
+        if self.status is None:
+            return msg("run.lost", what=self.what)
+        if self.status < 0:
             return msg("run.signal", what=self.what, signal=signal_name(-self.status))
         tail = self.stderr.strip().splitlines()[-1:] if self.stderr.strip() else []
         if tail:

@@ -89,6 +89,21 @@ class OneCheckAtATimeTest(TempDirTestCase):
         self.assertEqual(checks["mark-sent"], ("fail", "the mark-sent check was ended by signal SIGSEGV"))
         self.assertEqual((checks["exact-ack"][0], checks["validate-event"][0]), ("pass", "pass"))
 
+    def test_checks_lost_with_the_zygote_fail_and_say_so(self):
+        # Nothing an honest worker does ends its zygote; if something does, the steps it was running are
+        # reported lost, never passed, and later steps run as children of their own.
+        worker = write_worker(self.path("regicide.py"), '''
+            def mark_sent(con, event_id):
+                with open("/proc/%d/stat" % os.getppid()) as f:
+                    os.kill(int(f.read().rsplit(")", 1)[1].split()[1]), signal.SIGKILL)  # the zygote
+                time.sleep(30)
+        ''')
+        if not os.path.isdir("/proc"):
+            self.skipTest("the worker finds its zygote in /proc")
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "--jobs", "1")
+        self.assertEqual(checks_of(out)["mark-sent"], (
+            "fail", "the mark-sent check ended with no exit status: the process that forked it is gone"))
+
     def test_memory_over_the_limit_fails_the_running_check_naming_the_limit_and_the_flag(self):
         worker = write_worker(self.path("hungry.py"), '''
             def init_store(path):
