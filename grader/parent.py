@@ -104,7 +104,9 @@ class Child:
 
     def exited(self):
         """Whether the supervisor has ended (not reaped yet, where the system allows: its pid stays reserved)."""
-        if self.status is None:
+        if self.status is None and self.proc.returncode is not None:
+            self.status = self.proc.returncode  # reaped already (PROCESSES.kill_all, on Ctrl-C or a signal)
+        elif self.status is None:
             self.status = contain.peek_exit(self.proc.pid) if contain.CAN_PEEK else self.proc.poll()
         return self.status is not None
 

@@ -7,13 +7,16 @@ time is at most (its steps + the worker's import) x --timeout, plus CONSTANT.
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
 import unittest
 
 from tests.grade_mutants import GRADE
-from tests.support import ROOT, TempDirTestCase, children_running, python_env, tree_listing, write_worker
+from tests.support import (
+    ROOT, TempDirTestCase, children_running, python_env, stop, tree_listing, wait_until, write_worker,
+)
 
 TIMEOUT = 3
 CONSTANT = 12.0  # seconds: starting Python, killing, reaping, and a loaded 2-core machine
@@ -136,6 +139,28 @@ class ContainedRunTest(TempDirTestCase):
             self.assertIn("timed out after 3 s", check["observed"])
         with open(pids) as f:
             self.assertEqual([pid for pid in f.read().split() if alive(int(pid))], [])
+
+    def test_a_signal_ends_the_grader_at_once_whatever_its_steps_are_doing(self):
+        worker = write_worker(self.path("sleeper.py"), '''
+            def init_store(path):
+                time.sleep(3600)
+        ''')
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(signal=signum):
+                proc = subprocess.Popen([sys.executable, GRADE, "--impl", worker, "-k", "proxy-ignored", "-k", "mark-sent",
+                                         "-k", "crash-after-ack"], cwd=self.path("cwd"),
+                                        env=python_env(TMPDIR=self.path("tmp"), HOME=self.path("home")),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, universal_newlines=True)
+                self.addCleanup(stop, proc)
+                # proxy-ignored's step is a child of its own, the others are forked by the zygote: wait for both.
+                wait_until(lambda: len(children_running(worker)) >= 5, what="the grader's steps")
+                started = time.monotonic()
+                proc.send_signal(signum)
+                err = proc.communicate(timeout=60)[1]
+                self.assertLess(time.monotonic() - started, CONSTANT / 2, err)
+                self.assertEqual(proc.returncode, 128 + signum)
+                self.assertEqual(children_running(worker), [])
+                self.assertEqual(os.listdir(self.path("tmp")), [])
 
     def test_relative_paths_home_and_tmp_land_in_the_checks_folder(self):
         worker = write_worker(self.path("writer.py"), '''
