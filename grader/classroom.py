@@ -113,15 +113,21 @@ class Graded:
         self.worker, self.grader, self.checks = worker, grader, checks
         self.by_name = {}
         self.tasks = 0
-        self.started = time.monotonic()
+        self.started = None  # when its first check began: a class queues workers behind each other
         self.seconds = 0.0
+
+    def run(self, check, lang):
+        """Run one of its checks (in a pool thread): its result."""
+        if self.started is None:
+            self.started = time.monotonic()
+        return run_check(self.grader, check, lang)
 
     def add(self, results):
         for result in results:
             self.by_name[result["name"]] = result
         self.tasks -= 1
         if self.done():
-            self.seconds = time.monotonic() - self.started
+            self.seconds = time.monotonic() - (self.started or time.monotonic())
 
     def done(self):
         return self.tasks <= 0
@@ -160,7 +166,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
                 continue
             one.tasks = len(checks)
             for check in checks:
-                future = pool.submit(run_check, grader, check, lang)
+                future = pool.submit(one.run, check, lang)
                 futures[future], order[future] = one, len(order)
         waiting = set(futures)
         while waiting:

@@ -27,6 +27,7 @@ from .common import SNACK, Fail, expect, msg, read_only, wrong_class
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(ROOT, "grade.py")
 ENDED_WITHIN = 2.0  # seconds a zygote has to say that a step it was asked to kill has ended
+ZYGOTE_CPU = 10  # a zygote's CPU limit, in steps' limits
 
 
 class GraderError(Exception):
@@ -345,10 +346,12 @@ class Zygote:
 
         folder = grader.workdir("zygote")
         env = grader.env(HOME=os.path.join(folder, "home"), TMPDIR=os.path.join(folder, "tmp"))
+        # Its own CPU time is the import's and the forks' (each step then has a limit of its own): room for many.
+        limits = grader.limits._replace(cpu_seconds=grader.limits.cpu_seconds * ZYGOTE_CPU)
         try:
             self.child = PROCESSES.start(grader.args("zygote", (), "--control", str(theirs.fileno()),
                                                      "--timeout", "%g" % grader.timeout),
-                                         env, folder, grader.limits, on_line, pass_fds=(theirs.fileno(),))
+                                         env, folder, limits, on_line, pass_fds=(theirs.fileno(),))
         except BaseException:
             ours.close()
             raise
