@@ -224,8 +224,9 @@ def say(line):
     The newline ends any line a killed process left half-written before it.
     """
     data = ("\n" + line + "\n").encode("utf-8")
+    fd = PROTOCOL[0] if PROTOCOL else sys.stdout.fileno()  # run by hand, without --contain: stdout
     while data:
-        data = data[os.write(PROTOCOL[0], data):]
+        data = data[os.write(fd, data):]
 
 
 def supervise(worker, grader):

@@ -95,6 +95,8 @@ PROCESSES = Processes()
 class Child:
     """A running child (its supervisor) and its stdout, stderr and protocol pipes, read within bounds."""
 
+    timed_out = False  # never: a Child always runs (see Unstarted)
+
     def __init__(self, proc, protocol, on_line=None):
         self.proc = proc
         self.out, self.err, self.lines = Capture(), Capture(), Lines(on_line)
@@ -110,8 +112,6 @@ class Child:
         elif self.status is None:
             self.status = contain.peek_exit(self.proc.pid) if contain.CAN_PEEK else self.proc.poll()
         return self.status is not None
-
-    timed_out = False  # never: a Child always runs (see Unstarted)
 
     def kill(self):
         contain.kill(self.proc.pid, group=True)
