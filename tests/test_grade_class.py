@@ -2,7 +2,7 @@
 company, and the files of --report DIR read the way their consumers read them.
 
 A mixed class (the reference, the stub, broken workers, a hanging one, one that
-does not compile) is graded once, then each of its workers alone; the JUnit
+does not compile, one that does not import, one that floods) is graded once, then each of its workers alone; the JUnit
 file is parsed with xml.etree, the page with html.parser, the JSON reports
 checked against docs/report.schema.json.
 """
@@ -71,8 +71,9 @@ def write_class(folder):
         for _ in range(20000):
             print("hello from the import, " * 20)
     ''')
+    write_worker(os.path.join(folder, "ivan.py"), "import no_such_module_anywhere\n")
     return {"alice": [], "bob": CHECKS, "carol": ["crash-after-ack", "exact-ack"], "dave": ["mark-sent"],
-            "erin": ["seq-order"], "frank": CHECKS, "grace": CHECKS, "heidi": []}
+            "erin": ["seq-order"], "frank": CHECKS, "grace": CHECKS, "heidi": [], "ivan": CHECKS}
 
 
 class MixedClassTest(unittest.TestCase):
@@ -100,9 +101,12 @@ class MixedClassTest(unittest.TestCase):
                 self.assertEqual([c["status"] for c in checks if c["status"] == "error"], [])
         self.assertRegex(verdicts(self.worker("frank"))["mark-sent"][2], r"timed out after 2 s \(killed\)$")
         self.assertRegex(verdicts(self.worker("grace"))["seq-order"][2], r"^line 1: SyntaxError: ")
+        self.assertIn("import failed: ModuleNotFoundError: No module named 'no_such_module_anywhere'",
+                      verdicts(self.worker("ivan"))["exact-ack"][2])
         self.assertGreater(self.worker("heidi")["import_output"]["printed"], 8 * 1024 * 1024)
         passed = sum(len(CHECKS) - len(failing) for failing in self.failing.values())
-        self.assertEqual((self.report["perfect"], self.report["passed"], self.report["total"]), (2, passed, 32))
+        self.assertEqual((self.report["perfect"], self.report["passed"], self.report["total"]),
+                         (2, passed, len(CHECKS) * len(self.failing)))
 
     def test_verdicts_do_not_depend_on_the_company(self):
         def alone(name):
