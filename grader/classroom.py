@@ -70,7 +70,7 @@ def compile_error(path):
         with open(path, "rb") as f:
             source = f.read()
         compile(source, path, "exec")  # bytes: a coding declaration counts, as it does for import
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep to compile
         return msg("usage.syntax", line=getattr(exc, "lineno", None) or "?", error=describe(exc))
     except OSError as exc:
         return msg("plain", text=describe(exc))

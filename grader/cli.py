@@ -206,6 +206,8 @@ def grade(args):
             print(line)
         for one in graded if args.keep else ():
             print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
+        for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
+            print(result["traceback"], file=sys.stderr)
     statuses = [r["status"] for one in graded for r in one.results]
     if "error" in statuses:
         return EXIT_GRADER_ERROR
