@@ -201,11 +201,13 @@ def enter(argv):
 
 
 def set_limit(which, soft, hard=None):
+    """Lower a limit of this process (never above the hard limit it has); one the system refuses stays as it was."""
     hard = soft if hard is None else hard
     _, current = resource.getrlimit(which)
     if current != resource.RLIM_INFINITY:
         soft, hard = min(soft, current), min(hard, current)
-    resource.setrlimit(which, (soft, hard))
+    with contextlib.suppress(ValueError, OSError):  # macOS, for one, refuses RLIMIT_AS below what is mapped
+        resource.setrlimit(which, (soft, hard))
 
 
 def set_limits(limits):
