@@ -4,8 +4,10 @@ Each child the grader starts is a supervisor of ours that never imports the
 worker: it forks the worker's process, which sets the resource limits before
 anything of the worker loads; as a child subreaper (Linux) it inherits every
 orphan the worker leaves, setsid() and double forks included, and ends them all
-when the step ends. grade.py is a subreaper too, and ends the orphans of a
-supervisor it had to kill. Never imports the worker, child.py or parent.py.
+when the step ends. The zygote (serve) forks each step the same way, from a
+process that imported the worker once. grade.py is a subreaper too, and ends
+the orphans of a supervisor it had to kill. Never imports the worker,
+child.py or parent.py.
 """
 import array
 import collections
@@ -37,7 +39,7 @@ Limits = collections.namedtuple("Limits", "memory_mib file_mib cpu_seconds")
 
 
 def cpu_seconds(timeout):
-    """The CPU time one step may use: its wall bound, rounded up, plus a second."""
+    """The CPU time one step may use, in whole seconds: its wall bound and two more."""
     return int(timeout) + 2
 
 
@@ -115,8 +117,8 @@ def reap(pid):
         return True
 
 
-def end_children(spare=(), within=END_WITHIN):
-    """SIGKILL and reap every child of this process but `spare`, until none is left or `within` seconds pass.
+def end_children(within=END_WITHIN):
+    """SIGKILL and reap every child of this process, until none is left or `within` seconds pass.
 
     In a subreaper the orphans of the ones killed come back as children, so
     the loop ends the whole tree below. Returns the number of processes ended.
@@ -124,7 +126,7 @@ def end_children(spare=(), within=END_WITHIN):
     deadline = time.monotonic() + within
     ended = 0
     while time.monotonic() < deadline:
-        pids = [p for p in children() if p not in spare]
+        pids = children()
         if not pids:
             break
         for pid in pids:
@@ -139,25 +141,18 @@ def end_children(spare=(), within=END_WITHIN):
 
 
 def peek_exit(pid):
-    """The status of child `pid` (Popen's convention: -N for signal N) once it has ended, else None.
+    """The status of child `pid` (Popen's convention: -N for signal N) once it has ended, else None (CAN_PEEK only).
 
     Never reaps it, so its pid, and its process group's id, cannot be reused
-    while the caller still signals them. Without os.waitid, reaps (and says so:
-    the pid is gone once this returns a status).
+    while the caller still signals them.
     """
-    if CAN_PEEK:
-        try:
-            result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return None
-        if result is None or result.si_pid == 0:
-            return None
-        return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
     try:
-        got, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
+        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped already, by someone else
         return None
-    return decode(status) if got == pid else None
+    if result is None or result.si_pid == 0:
+        return None
+    return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
 
 
 def decode(status):
