@@ -33,9 +33,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--role"]:
-        # A child of the grader: the child side alone, which is the only code that loads the worker.
+        # A child of the grader: its supervisor stays in contain.enter(); the worker's process, its
+        # limits set, returns from it to the child side, which is the only code that loads the worker.
+        from grader import contain  # noqa: E402
+        argv = contain.enter(sys.argv[2:])
         from grader.child import main as child_main  # noqa: E402
-        sys.exit(child_main(sys.argv[2:]))
+        sys.exit(child_main(argv))
     from grader.cli import main  # noqa: E402  (only after the version check)
     try:
         sys.exit(main())

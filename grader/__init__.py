@@ -1,10 +1,12 @@
 """grader: the package behind grade.py, which proves "two deliveries, one application".
 
 registry.py holds every check (one definition each); child.py is the only
-module that touches the worker under test, in child processes; parent.py and
-scenarios.py run those processes and observe the DBs; messages.py holds every
-line printed for a person; cli.py is the command line. Nothing here is
-imported by outbox/ or sink/.
+module that touches the worker under test, in child processes; contain.py
+bounds those processes (limits, supervisors, the zygote that forks each
+step) and capture.py their output; parent.py and scenarios.py run them and
+observe the DBs; classroom.py grades one worker or a class; report.py writes
+the reports; messages.py holds every line printed for a person; cli.py is the
+command line. Nothing here is imported by outbox/ or sink/.
 """
 
 __version__ = "3.0.0"

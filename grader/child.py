@@ -1,8 +1,10 @@
 """The child side of the grader: grade.py started again with --role, in a process of its own.
 
 The only module that imports and calls the worker under test. Each role or
-in-process check reports through protocol lines on stdout (MARK + JSON) and
-its exit status; it never imports the parent side (parent.py, scenarios.py).
+in-process check reports through protocol lines (MARK + JSON, on a pipe of
+their own: stdout and stderr are the worker's) and its exit status; it never
+imports the parent side (parent.py, scenarios.py). contain.py has already set
+the limits when main() runs.
 """
 import argparse
 import copy
@@ -14,11 +16,10 @@ import signal
 import socket
 import sqlite3
 import sys
-import threading
 import time
 import traceback
 
-from . import common
+from . import common, contain
 from .common import INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, describe, describe_value, expect, msg, read_only
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
@@ -32,8 +33,7 @@ def in_process(function):
 
 def say(kind, **fields):
     fields["kind"] = kind
-    sys.stdout.write(MARK + json.dumps(fields) + "\n")
-    sys.stdout.flush()
+    contain.say(MARK + json.dumps(fields))
 
 
 def say_error(exc, stage=None):
@@ -126,11 +126,17 @@ def load_impl(path, needed):
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except MemoryError:
+        raise  # the memory limit, which main() reports as such
     except BaseException as exc:
         raise Fail(msg("impl.imports", path=path), msg("impl.import-failed", error=describe(exc)))
+    require(module, needed)
+    return Worker(module)
+
+
+def require(module, needed):
     missing = [name for name in needed if not callable(getattr(module, name, None))]
     expect(not missing, msg("impl.defines", names=", ".join(needed)), msg("impl.missing", names=", ".join(missing)))
-    return Worker(module)
 
 
 def connect(impl, opener, path):
@@ -145,7 +151,7 @@ def raised(call):
     """Run `call()`; return the exception it raised, or None if it returned. A Fail passes through."""
     try:
         call()
-    except Fail:
+    except (Fail, MemoryError):  # a MemoryError is the memory limit, never the error a rule asks for
         raise
     except Exception as exc:
         return exc
@@ -215,6 +221,8 @@ def role_publish(impl, args):
 
     try:
         marked = impl.dispatch(con, send, after_delivery=crash if args.crash_after_ack else None)
+    except MemoryError:
+        raise
     except Exception as exc:
         say_error(exc, stage="dispatch")
         sys.exit(1)
@@ -230,7 +238,7 @@ def role_send(impl, args):
         started = time.monotonic()
         try:
             result = impl.send_http(url, dict(SNACK), timeout=args.send_timeout)
-        except Fail:
+        except (Fail, MemoryError):
             raise
         except Exception as exc:
             say("sent", url=url, seconds=round(time.monotonic() - started, 3), result=None, shown=None,
@@ -265,7 +273,32 @@ def role_check(impl, args):
     say("verdict", ok=True, expected=expected, observed=observed)
 
 
-ROLES = {"intake": role_intake, "publish": role_publish, "send": role_send, "sink": role_sink, "check": role_check}
+def role_zygote(impl, args):
+    """Stay ready with the worker imported, and fork each step's process from here (contain.serve).
+
+    A step so forked starts from the state right after the import, as a new
+    process that imported the worker would, without importing it again.
+    """
+    from sink import server  # noqa: F401  (imported once here, after the worker, as role_sink would)
+
+    say("ready")
+    contain.serve(args.control, lambda argv: step(impl, argv), contain.cpu_seconds(args.timeout))
+
+
+def step(impl, argv):
+    """One step, in a process forked from the zygote: the role argv names, run as main() would run it."""
+    args = parse_args(argv)
+    needs = [name for name in args.needs.split(",") if name]
+
+    def run():
+        require(impl, needs)
+        ROLES[args.role](impl, args)
+
+    return conclude(run)
+
+
+ROLES = {"intake": role_intake, "publish": role_publish, "send": role_send, "sink": role_sink, "check": role_check,
+         "zygote": role_zygote}
 
 
 # --------------------------------------------------------------------------
@@ -975,20 +1008,13 @@ def check_pending_cost(impl, db):
 # --------------------------------------------------------------------------
 
 
-def exit_with_parent(parent):
-    """Poll until the grader is gone, then end this child: no orphan outlives a killed grader."""
-    while os.getppid() == parent:
-        time.sleep(0.2)
-    os._exit(1)
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="grade.py --role")
     parser.add_argument("role", choices=sorted(ROLES))
     parser.add_argument("--impl", required=True)
     parser.add_argument("--needs", default="")
-    parser.add_argument("--parent", type=int)
     parser.add_argument("--check", choices=sorted(IN_PROCESS))
+    parser.add_argument("--control", type=int)
     parser.add_argument("--db")
     parser.add_argument("--url")
     parser.add_argument("--urls")
@@ -1001,20 +1027,27 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def main(argv):
-    args = parse_args(argv)
-    # The grader's pid comes from its command line: a child started just as the
-    # grader died would otherwise take its new parent (init) for the grader.
-    parent = args.parent if args.parent is not None else os.getppid()
-    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
+def conclude(call):
+    """Run `call()`; report how it failed (a verdict, the memory limit, an error); return the exit status."""
     try:
-        impl = load_impl(args.impl, [name for name in args.needs.split(",") if name])
-        ROLES[args.role](impl, args)
+        call()
     except Fail as fail:
         say("verdict", ok=False, expected=fail.expected, observed=fail.observed)
         return 1
+    except MemoryError:
+        say("limit", limit="memory")
+        return 1
     except Exception as exc:
         say_error(exc)
-        traceback.print_exc()  # to the child's stderr, which the grader keeps for the report
+        traceback.print_exc()  # to the child's stderr, which the grader keeps (bounded) for the report
         return 1
     return 0
+
+
+def main(argv):
+    # contain.enter() has made this the worker's process: its limits set, a
+    # supervisor above it that ends whatever it leaves behind, and ends it if
+    # the grader goes away.
+    args = parse_args(argv)
+    needs = [name for name in args.needs.split(",") if name]
+    return conclude(lambda: ROLES[args.role](load_impl(args.impl, needs), args))

@@ -1,30 +1,34 @@
-"""grade.py's command line: choose the checks, run them in parallel, print the report, pick the exit status.
+"""grade.py's command line: the workers and checks, the run, the report on stdout and in --report DIR, the exit status.
 
-Exit status: 0 every check passed, 1 some check failed, 2 usage error,
-3 grader error (the grader's own fault: an exception in its code, no writable
-temporary directory), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. Never imports the
-worker: grade.py sends `--role` children straight to child.py.
+Exit status: 0 every check of every worker passed, 1 some check failed, 2
+usage error, 3 grader error (the grader's own fault: an exception in its
+code, no writable temporary directory), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
+Never imports the worker: grade.py sends `--role` children straight to
+contain.py and child.py.
 """
 import argparse
-import concurrent.futures
 import functools
-import json
 import os
 import re
 import signal
 import sys
 import time
 import traceback
-import unicodedata
 
-from . import __version__
-from .common import Fail, describe, msg
-from .messages import LANGS, choose_lang, render, term, terms, text
-from .parent import PROCESSES, ROOT, Grader, GraderError
+from . import __version__, contain, report
+from .capture import KEEP
+from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
+from .common import describe
+from .messages import LANGS, choose_lang, render, text
+from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
+from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
+DEFAULT_JOBS = 8  # steps mostly wait on fsync and on each other, not on a core
+MEMORY_RANGE = (128, 1024 * 1024)  # MiB: less cannot start Python with the kit; more is no limit
+FILE_RANGE = (1, 1024 * 1024)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GRADER_ERROR = 0, 1, 2, 3
 
 
@@ -42,51 +46,23 @@ def stop_on_signal(signum, frame):
     raise Stopped(signum)
 
 
-def run_check(grader, check, lang):
-    started = time.monotonic()
-    status, error = "pass", None
-    try:
-        expected, observed = check.run(grader.for_check(check))
-    except Fail as fail:
-        status, expected, observed = "fail", fail.expected, fail.observed
-    except Exception as exc:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
-        status, error = "error", traceback.format_exc()
-        expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))
-    return {"name": check.name, "status": status, "ok": status == "pass",
-            "expected": render(expected, "en"), "observed": render(observed, "en"),
-            "expected_message": expected, "observed_message": observed,
-            "text": (render(expected, lang), render(observed, lang)),
-            "seconds": round(time.monotonic() - started, 3), "traceback": error}
-
-
 def evidence_table(evidence, lang):
     lines = []
-    rows = (
-        ("evidence.order", lambda p: text(lang, "present" if p["order"] else "absent")),
-        ("evidence.outbox", lambda p: term(lang, p["outbox"])),
-        ("evidence.inbox", lambda p: text(lang, "present" if p["inbox"] else "absent")),
-        ("evidence.deliveries", lambda p: terms(lang, p["deliveries"])),
-        ("evidence.ack", lambda p: text(lang, "evidence.not-sent") if p["ack"] is None
-         else ", ".join(json.dumps(a) for a in p["ack"]) or text(lang, "evidence.none")),
-        ("evidence.inventory", lambda p: str(p["inventory"])),
-    )
-    for name in ("crash-after-ack", "dropped-response"):
-        phases = evidence.get(name)
-        if not phases:
-            continue
+    for title, table in report.evidence_tables(evidence, lang):
         lines.append("")
-        lines.append(text(lang, "evidence.title", name=name))
-        table = [[text(lang, "evidence.observation")] + [text(lang, "evidence.after", phase=p["phase"]) for p in phases]]
-        table += [[text(lang, label)] + [show(p) for p in phases] for label, show in rows]
+        lines.append(title)
         widths = [max(display_width(r[i]) for r in table) for i in range(len(table[0]))]
         for r in table:
             lines.append("  " + "  ".join(cell + " " * (w - display_width(cell)) for cell, w in zip(r, widths)).rstrip())
     return lines
 
 
-def display_width(cell):
-    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
+def size(count):
+    """A byte count for people: 512 bytes, 64.0 KiB, 2.0 GiB."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return "%.1f %s" % (count / scale, unit)
+    return "%d bytes" % count
 
 
 NO_BREAK_BEFORE = "、。，．・：；？！）」』】〕ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ"
@@ -164,11 +140,6 @@ def argparse_message(message, lang):
     return message
 
 
-def json_evidence(evidence):
-    """The evidence with each phase's label in English next to its message: JSON types throughout."""
-    return {name: [dict(p, phase=render(p["phase"], "en"), phase_message=p["phase"]) for p in phases]
-            for name, phases in evidence.items()}
-
 
 class Parser(argparse.ArgumentParser):
     def __init__(self, lang, **kwargs):
@@ -185,11 +156,15 @@ def parse_args(argv, lang):
     parser = Parser(lang, prog="grade.py", description=t("cli.description"))
     options = parser.add_argument_group(t("cli.options"))
     options.add_argument("-h", "--help", action="help", help=t("cli.help.help"))
-    options.add_argument("--impl", default=REFERENCE, metavar="PATH", help=t("cli.help.impl"))
+    options.add_argument("--impl", action="append", metavar="PATH",
+                         help=t("cli.help.impl", reference=os.path.relpath(REFERENCE, ROOT)))
     options.add_argument("-k", dest="only", action="append", metavar="NAME", help=t("cli.help.only", names=", ".join(NAMES)))
     options.add_argument("--json", action="store_true", help=t("cli.help.json"))
+    options.add_argument("--report", metavar="DIR", help=t("cli.help.report"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
-    options.add_argument("--jobs", type=int, default=4, help=t("cli.help.jobs"))
+    options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
+    options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
+    options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
@@ -199,7 +174,7 @@ def parse_args(argv, lang):
     args = parser.parse_args(argv)
     if args.quiz:
         # The quiz runs the kit's own reference, always: nothing here chooses what it runs.
-        for option, given in (("--impl", args.impl != REFERENCE), ("-k", args.only), ("--list", args.list)):
+        for option, given in (("--impl", args.impl), ("-k", args.only), ("--list", args.list), ("--report", args.report)):
             if given:
                 parser.error(t("usage.quiz-with", option=option))
     for name in args.only or ():
@@ -209,29 +184,22 @@ def parse_args(argv, lang):
         parser.error(t("usage.timeout", value="%g" % args.timeout))
     if args.jobs < 1:
         parser.error(t("usage.jobs", value=args.jobs))
-    args.impl = os.path.abspath(args.impl)
-    if not os.path.isfile(args.impl):
-        parser.error(t("usage.no-impl", path=args.impl))
-    why = not_a_module(args.impl)
-    if why is not None:
-        parser.error(t("usage.not-module", path=args.impl, why=render(why, lang)))
+    for flag, value, (low, high) in (("--memory", args.memory, MEMORY_RANGE), ("--file-size", args.file_size, FILE_RANGE)):
+        if not low <= value <= high:
+            parser.error(t("usage.mib", flag=flag, low=low, high=high, value=value))
+    try:
+        args.workers = find_workers(args.impl or [REFERENCE])
+    except UsageError as exc:
+        parser.error(render(exc.args[0], lang))
+    if args.report is not None:
+        args.report = os.path.abspath(args.report)
+        try:
+            os.makedirs(args.report, exist_ok=True)
+        except OSError as exc:
+            parser.error(t("usage.report", path=args.report, error=describe(exc)))
+        if not os.access(args.report, os.W_OK):
+            parser.error(t("usage.report", path=args.report, error=t("usage.not-writable")))
     return args
-
-
-def not_a_module(path):
-    """None if `path` is Python source that compiles (compiled only, never run here), else a message why not."""
-    if not path.endswith(".py"):
-        return msg("usage.not-py")
-    try:
-        with open(path, "rb") as f:
-            source = f.read().decode("utf-8")
-    except UnicodeDecodeError:
-        return msg("usage.not-text")
-    try:
-        compile(source, path, "exec")
-    except (SyntaxError, ValueError) as exc:
-        return msg("usage.syntax", line=getattr(exc, "lineno", None) or "?", error=describe(exc))
-    return None
 
 
 def language(argv):
@@ -269,6 +237,22 @@ def main(argv=None):
         return EXIT_GRADER_ERROR
 
 
+class InOrder:
+    """Shows one worker's results in the registry's order, each as soon as those before it are in."""
+
+    def __init__(self, show):
+        self.show = show
+        self.ready = {}
+        self.shown = 0
+
+    def add(self, graded, results):
+        for result in results:
+            self.ready[result["name"]] = result
+        while self.shown < len(graded.checks) and graded.checks[self.shown].name in self.ready:
+            self.show(self.ready[graded.checks[self.shown].name])
+            self.shown += 1
+
+
 def grade(args):
     lang = args.lang
     if args.list:
@@ -279,61 +263,75 @@ def grade(args):
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, stop_on_signal)
     selected = [c for c in CHECKS if not args.only or c.name in args.only]
-    grader = Grader(args.impl, args.timeout, args.keep)
+    args.limits = default_limits(args.timeout, args.memory, args.file_size)
+    off = contain.protect_host()
+    if off:
+        print(text(lang, "cli.protections-off", off=", ".join(text(lang, "protection." + name) for name in off)),
+              file=sys.stderr)
+    single = len(args.workers) == 1
     started = time.monotonic()
-    results = []
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
+    on_results = on_worker = on_tick = None
+    if single and not args.json:
+        print(text(lang, "report.grading", impl=os.path.relpath(args.workers[0].path)))
+        on_results = InOrder(lambda result: show_result(result, args)).add
+    elif not single:
+        progress = Progress(len(args.workers), lang)
+        on_worker, on_tick = progress.worker_done, progress.tick
     try:
-        futures = [pool.submit(run_check, grader, check, lang) for check in selected]
-        if not args.json:
-            print(text(lang, "report.grading", impl=os.path.relpath(args.impl)))
-        for future in futures:
-            result = future.result()
-            results.append(result)
-            if not args.json:
-                expected, observed = result.pop("text")
-                print(text(lang, "report.expected", verdict=text(lang, "verdict." + result["status"]),
-                           name=result["name"], expected=expected))
-                print(text(lang, "report.observed", blank="", observed=observed))
-                if result["traceback"] and args.debug:
-                    print(result["traceback"], file=sys.stderr)
-                sys.stdout.flush()
-            else:
-                result.pop("text")
+        graded = grade_all(args.workers, selected, args, lang, on_results=on_results, on_worker=on_worker,
+                           on_tick=on_tick)
     except KeyboardInterrupt:
         print(text(lang, "cli.interrupted"), file=sys.stderr)
         return 130
     except Stopped as stop:
         print(text(lang, "cli.interrupted"), file=sys.stderr)
         return 128 + stop.signum
-    finally:
-        PROCESSES.kill_all()
-        pool.shutdown(wait=True)
-        grader.close()
-    passed = sum(1 for r in results if r["status"] == "pass")
-    failed = sum(1 for r in results if r["status"] == "fail")
-    errors = sum(1 for r in results if r["status"] == "error")
     seconds = time.monotonic() - started
+    reports = {one.worker.name: report.worker_report(one, debug=args.debug) for one in graded}
+    if args.report is not None:
+        report.write_reports(args.report, graded, selected, reports, lang, seconds)
     if args.json:
-        if not args.debug:
-            for r in results:
-                del r["traceback"]
-        report = {"version": __version__, "impl": args.impl, "passed": passed, "failed": failed, "errors": errors,
-                  "seconds": round(seconds, 3), "checks": results, "evidence": json_evidence(grader.evidence),
-                  "kept": grader.tmp if args.keep else None}
-        print(json.dumps(report, indent=2))
+        print(report.dumps(reports[graded[0].worker.name] if single else report.class_report(graded, reports, seconds)))
+    elif single:
+        show_totals(graded[0], args, seconds)
     else:
-        for line in evidence_table(grader.evidence, lang):
+        for line in report.class_table(graded, lang, seconds):
             print(line)
-        print("")
-        if args.keep:
-            print(text(lang, "report.kept", path=grader.tmp))
-        print(text(lang, "report.seconds", seconds="%.1f" % seconds))
-        if errors:
-            print(text(lang, "report.hint-debug"))
-            print(text(lang, "report.totals-errors", passed=passed, failed=failed, errors=errors))
-        else:
-            print(text(lang, "report.totals", passed=passed, failed=failed))
-    if errors:
+        for one in graded if args.keep else ():
+            print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
+        for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
+            print(result["traceback"], file=sys.stderr)
+    statuses = [r["status"] for one in graded for r in one.results]
+    if "error" in statuses:
         return EXIT_GRADER_ERROR
-    return EXIT_OK if failed == 0 else EXIT_FAILED
+    return EXIT_OK if "fail" not in statuses else EXIT_FAILED
+
+
+def show_result(result, args):
+    lang = args.lang
+    expected, observed = result["text"]
+    print(text(lang, "report.expected", verdict=text(lang, "verdict." + result["status"]), name=result["name"],
+               expected=expected))
+    print(text(lang, "report.observed", blank="", observed=observed))
+    if result["output"]["dropped"]:
+        print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"]),
+                   dropped=size(result["output"]["dropped"]), kept=size(KEEP)))
+    if result["traceback"] and args.debug:
+        print(result["traceback"], file=sys.stderr)
+    sys.stdout.flush()
+
+
+def show_totals(one, args, seconds):
+    lang = args.lang
+    counts = one.counts()
+    for line in evidence_table(one.grader.evidence, lang):
+        print(line)
+    print("")
+    if args.keep:
+        print(text(lang, "report.kept", path=one.grader.tmp))
+    print(text(lang, "report.seconds", seconds="%.1f" % seconds))
+    if counts["error"]:
+        print(text(lang, "report.hint-debug"))
+        print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))
+    else:
+        print(text(lang, "report.totals", passed=counts["pass"], failed=counts["fail"]))

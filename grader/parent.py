@@ -1,9 +1,11 @@
 """The parent side's machinery: child processes, loopback servers of the grader's own, observations.
 
 Never imports the worker or the child side: it starts `grade.py --role ...`
-children, reads their protocol lines, and reads the DBs through read-only
+children (each a supervisor of contain.py's over the worker's process), reads
+their output within bounds (capture.py), and reads the DBs through read-only
 connections of its own.
 """
+import array
 import contextlib
 import http.server
 import json
@@ -16,11 +18,16 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
-from .common import MARK, SNACK, Fail, expect, msg, read_only, wrong_class
+from . import contain
+from .capture import Capture, Lines, follow
+from .common import SNACK, Fail, expect, msg, read_only, wrong_class
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(ROOT, "grade.py")
+ENDED_WITHIN = 2.0  # seconds a zygote has to say that a step it was asked to kill has ended
+ZYGOTE_CPU = 10  # a zygote's CPU limit, in steps' limits
 
 
 class GraderError(Exception):
@@ -28,62 +35,129 @@ class GraderError(Exception):
 
 
 class Processes:
-    """Every child the grader starts, so that none outlives it (timeouts, Ctrl-C, SIGTERM)."""
+    """Every child the grader starts, so that none outlives it (timeouts, Ctrl-C, SIGTERM); and their orphans."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._live = set()
+        self._orphans = set()
         self.stopping = False
 
-    def start(self, cmd, env):
-        with self._lock:
-            if self.stopping:
-                raise Fail(msg("grader.keeps-running"), msg("grader.interrupted"))
-            proc = subprocess.Popen(
-                cmd, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                universal_newlines=True, start_new_session=True,
-            )
-            self._live.add(proc)
-        return proc
-
-    def kill(self, proc):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # its whole session: the child and anything it started
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(5)
-        with self._lock:
-            self._live.discard(proc)
+    def start(self, args, env, cwd, limits, on_line=None, pass_fds=()):
+        """Start `grade.py --role --contain ... args` in a session of its own; a Child reading its three pipes."""
+        protocol, writer = os.pipe()
+        try:
+            with self._lock:
+                if self.stopping:
+                    raise Fail(msg("grader.keeps-running"), msg("grader.interrupted"))
+                cmd = [sys.executable, ENTRY, "--role", "--contain", contain.contain_arg(os.getpid(), writer, limits)]
+                proc = subprocess.Popen(cmd + list(args), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(writer,) + tuple(pass_fds),
+                                        start_new_session=True)
+                self._live.add(proc)
+        except BaseException:
+            os.close(protocol)
+            raise
+        finally:
+            os.close(writer)
+        return Child(proc, protocol, on_line)
 
     def forget(self, proc):
         with self._lock:
             self._live.discard(proc)
+
+    def sweep(self):
+        """End every child of the grader it did not start itself: orphans whose supervisor was killed (Linux)."""
+        with self._lock:
+            known = {proc.pid for proc in self._live}
+            for pid in contain.children():
+                if pid not in known:
+                    contain.kill(pid)
+                    self._orphans.add(pid)
+            self._orphans = {pid for pid in self._orphans if not contain.reap(pid)}
 
     def kill_all(self):
         with self._lock:
             self.stopping = True
             live = list(self._live)
         for proc in live:
-            self.kill(proc)
+            contain.kill(proc.pid, group=True)  # its whole session: the supervisor, the worker, what they started
+        for proc in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            self.forget(proc)
+        contain.end_children()  # what the killed supervisors left: re-parented here
 
 
 PROCESSES = Processes()
 
 
-def close_pipes(proc):
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
+class Child:
+    """A running child (its supervisor) and its stdout, stderr and protocol pipes, read within bounds."""
+
+    timed_out = False  # never: a Child always runs (see Unstarted)
+
+    def __init__(self, proc, protocol, on_line=None):
+        self.proc = proc
+        self.out, self.err, self.lines = Capture(), Capture(), Lines(on_line)
+        self.protocol = protocol
+        self.streams = {proc.stdout.fileno(): self.out, proc.stderr.fileno(): self.err, protocol: self.lines}
+        self.status = None
+        self.ended = threading.Event()
+
+    def exited(self):
+        """Whether the supervisor has ended (not reaped yet, where the system allows: its pid stays reserved)."""
+        if self.status is None and self.proc.returncode is not None:
+            self.status = self.proc.returncode  # reaped already (PROCESSES.kill_all, on Ctrl-C or a signal)
+        elif self.status is None:
+            self.status = contain.peek_exit(self.proc.pid) if contain.CAN_PEEK else self.proc.poll()
+        return self.status is not None
+
+    def kill(self):
+        contain.kill(self.proc.pid, group=True)
+
+    def term(self):
+        """Ask it to stop: its supervisor passes SIGTERM on to the worker's process."""
+        if not self.exited():
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+
+    def after_exit(self):
+        self.ended.set()
+        self.kill()  # what is left of its process group
+        PROCESSES.sweep()
+
+    def follow(self, deadline):
+        """Read its pipes until it has ended, or the deadline (a function of nothing) has passed; True if it has."""
+        return follow(self.streams, self.exited, deadline, self.kill, self.after_exit)
+
+    def finish(self):
+        """Reap the supervisor and close the pipes; its exit status (the worker's, as contain.exit_as passes it on)."""
+        self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        PROCESSES.forget(self.proc)
+        for stream in (self.proc.stdout, self.proc.stderr):
             stream.close()
+        os.close(self.protocol)
+        PROCESSES.sweep()
+        return self.proc.returncode
+
+    def output(self):
+        return {"printed": self.out.total + self.err.total, "dropped": self.out.dropped + self.err.dropped}
 
 
 class Run:
-    """What one child did: exit status, its protocol lines, the tail of its stderr."""
+    """What one child did: exit status, its protocol lines, the last line of its stderr, what it printed."""
 
-    def __init__(self, what, status, lines, stderr, timed_out=None):
+    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None):
         self.what = what  # a message: "publisher #1"
-        self.status = status
+        self.status = status  # its exit status; -N if signal N ended it
         self.lines = lines
         self.stderr = stderr
         self.timed_out = timed_out  # the time bound it ran past, or None
+        self.output = output or {"printed": 0, "dropped": 0}
+        self.limits = limits
 
     def first(self, kind):
         return next((line for line in self.lines if line.get("kind") == kind), None)
@@ -91,10 +165,25 @@ class Run:
     def all(self, kind):
         return [line for line in self.lines if line.get("kind") == kind]
 
+    def limit(self):
+        """The message for the resource limit this child ran into, or None."""
+        if self.limits is None:
+            return None
+        if self.first("limit"):
+            return msg("limit.memory", what=self.what, mib=self.limits.memory_mib)
+        if self.status == -signal.SIGXFSZ:
+            return msg("limit.file-size", what=self.what, mib=self.limits.file_mib)
+        if self.status == -signal.SIGXCPU:
+            return msg("limit.cpu", what=self.what, seconds=self.limits.cpu_seconds)
+        return None
+
     def summary(self):
         """A message saying why this child did not do what it should have."""
         if self.timed_out is not None:
             return msg("run.timed-out", what=self.what, seconds="%g" % self.timed_out)
+        limit = self.limit()
+        if limit is not None:
+            return limit
         verdict = self.first("verdict")
         if verdict and not verdict["ok"]:
             return msg("run.verdict", what=self.what, expected=verdict["expected"], observed=verdict["observed"])
@@ -103,19 +192,21 @@ class Run:
             return msg("run.raised-in", what=self.what, function=error["function"], error=error["message"])
         if error:
             return msg("run.raised", what=self.what, error=error["message"])
+        if self.status is None:
+            return msg("run.lost", what=self.what)
+        if self.status < 0:
+            return msg("run.signal", what=self.what, signal=signal_name(-self.status))
         tail = self.stderr.strip().splitlines()[-1:] if self.stderr.strip() else []
         if tail:
             return msg("run.exit-said", what=self.what, status=self.status, said=tail[0][:200])
         return msg("run.exit", what=self.what, status=self.status)
 
 
-def parse_lines(stdout):
-    lines = []
-    for raw in stdout.splitlines():
-        if raw.startswith(MARK):
-            with contextlib.suppress(ValueError):
-                lines.append(json.loads(raw[len(MARK):]))
-    return lines
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def make_temp_dir():
@@ -131,71 +222,322 @@ def make_temp_dir():
         raise GraderError(msg("grader.no-temp", where=where or tempfile.gettempdir(), error=str(exc)))
 
 
-class Grader:
-    """Runs checks for one implementation; owns the temp dir and the child command line."""
+def default_limits(timeout, memory_mib=contain.DEFAULT_MEMORY_MIB, file_mib=contain.DEFAULT_FILE_MIB):
+    return contain.Limits(memory_mib, file_mib, contain.cpu_seconds(timeout))
 
-    def __init__(self, impl, timeout, keep):
+
+class Grader:
+    """Runs checks for one implementation; owns the temp dir, the worker's zygote and the child command line.
+
+    Every step works in its check's folder (its working directory, with
+    HOME and TMPDIR inside it), under `limits` (default_limits(timeout)).
+    """
+
+    def __init__(self, impl, timeout, keep, limits=None):
         self.impl = impl
         self.timeout = timeout
+        self.limits = limits or default_limits(timeout)
+        self.protections_off = contain.protect_host()
         self.tmp = make_temp_dir()
         self.keep = keep
         self.evidence = {}
+        self.zygote = Zygote(self)
 
     def close(self):
+        self.zygote.close()
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def workdir(self, name):
+        """The folder of check `name`: its DBs, and its steps' working directory, HOME and TMPDIR."""
         path = os.path.join(self.tmp, name)
-        os.mkdir(path)
+        for folder in (path, os.path.join(path, "home"), os.path.join(path, "tmp")):
+            os.makedirs(folder, exist_ok=True)
         return path
 
     def env(self, **extra):
         env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
         env.pop("PYTHONPATH", None)
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ beside the worker
+        env["MALLOC_ARENA_MAX"] = "2"  # glibc: fewer 64 MiB arenas reserved per thread under the address-space limit
         env.update(extra)
         return env
 
-    def command(self, role, needs, *args):
-        return [sys.executable, ENTRY, "--role", role, "--parent", str(os.getpid()), "--impl", self.impl,
-                "--needs", ",".join(needs)] + list(args)
+    def args(self, role, needs, *args):
+        return [role, "--impl", self.impl, "--needs", ",".join(needs)] + list(args)
 
     def for_check(self, check):
         """What one check's scenario uses: this grader, with the worker functions that check needs."""
         return CheckContext(self, check.name, check.needs)
 
-    def run(self, what, role, needs, *args, env=None):
-        """Run a child to completion within the time bound; never raises for the child's sake."""
-        proc = PROCESSES.start(self.command(role, needs, *args), env or self.env())
-        try:
-            out, err = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            PROCESSES.kill(proc)
-            proc.communicate()  # the pipes' last bytes, then they are closed
-            return Run(what, None, [], "", timed_out=self.timeout)
-        PROCESSES.forget(proc)
-        return Run(what, proc.returncode, parse_lines(out), err[-4000:])
+    def start(self, role, needs, args, env, folder, on_line=None):
+        """Start one step: forked by the worker's zygote, or, with an `env` of its own, a child of its own."""
+        argv = self.args(role, needs, *args)
+        if env is None:
+            state = self.zygote.ensure()
+            if state == "ready":
+                step = self.zygote.spawn(argv, folder, on_line)
+                if step is not None:
+                    return step
+            elif state == "timed out":
+                return Unstarted()
+        env = dict(env or self.env())
+        env.update(HOME=os.path.join(folder, "home"), TMPDIR=os.path.join(folder, "tmp"))
+        return PROCESSES.start(argv, env, folder, self.limits, on_line)
+
+    def run(self, what, role, needs, *args, env=None, folder=None):
+        """Run a step to completion within the time bound; never raises for the worker's sake."""
+        child = self.start(role, needs, args, env, folder or self.workdir("run"))
+        deadline = time.monotonic() + self.timeout
+        timed_out = child.follow(lambda: deadline)
+        status = child.finish()
+        return Run(what, None if timed_out else status, child.lines.lines, child.err.last_line(),
+                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits)
 
     @contextlib.contextmanager
-    def sink(self, db, needs, fault=None):
-        """The implementation's init_sink/receive behind the kit's HTTP server, in a process of its own."""
+    def sink(self, db, needs, fault=None, folder=None, output=None):
+        """The implementation's init_sink/receive behind the kit's HTTP server, in a process of its own.
+
+        `output`, if given, is a dict to which what the sink printed is added.
+        """
         args = ["--db", db, "--timeout", "%g" % min(self.timeout, 5.0)] + (["--fault", fault] if fault else [])
-        proc = PROCESSES.start(self.command("sink", needs, *args), self.env())
-        handle = SinkProcess(proc)
+        handle = SinkProcess(self, needs, args, folder or os.path.dirname(db))
         try:
             handle.url = handle.wait_listening(self.timeout)
             yield handle
         finally:
             handle.stop(self.timeout)
+            if output is not None:
+                for key, value in handle.child.output().items():
+                    output[key] += value
+
+
+class Zygote:
+    """The worker's zygote (child.role_zygote): one child that imported the worker and forks each step from there.
+
+    Started by the first step. If the import does not finish within
+    --timeout, every step is reported timed out without a process; if the
+    zygote fails or dies, each later step is a child of its own, as if there
+    had been none. What the import printed is counted in `output()`.
+    """
+
+    def __init__(self, grader):
+        self.grader = grader
+        self.lock = threading.Lock()  # starting it; its steps; sending to it
+        self.state = None  # None until started, then "ready", "timed out" or "gone"
+        self.child = self.sock = None
+        self.steps = {}
+        self.next_id = 0
+        self.threads = []
+
+    def ensure(self):
+        """Start it if it is not yet; its state."""
+        with self.lock:
+            if self.state is None:
+                self.state = self._start()
+            return self.state
+
+    def _start(self):
+        grader = self.grader
+        ours, theirs = socket.socketpair()
+        ready = threading.Event()
+
+        def on_line(line):
+            if line.get("kind") in ("ready", "verdict", "error", "limit"):
+                ready.set()
+
+        folder = grader.workdir("zygote")
+        env = grader.env(HOME=os.path.join(folder, "home"), TMPDIR=os.path.join(folder, "tmp"))
+        # Its own CPU time is the import's and the forks' (each step then has a limit of its own): room for many.
+        limits = grader.limits._replace(cpu_seconds=grader.limits.cpu_seconds * ZYGOTE_CPU)
+        try:
+            self.child = PROCESSES.start(grader.args("zygote", (), "--control", str(theirs.fileno()),
+                                                     "--timeout", "%g" % grader.timeout),
+                                         env, folder, limits, on_line, pass_fds=(theirs.fileno(),))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.threads.append(threading.Thread(target=self.child.follow, args=(lambda: float("inf"),), daemon=True))
+        self.threads[-1].start()
+        deadline = time.monotonic() + grader.timeout
+        while not ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
+            pass
+        if ready.is_set() and self.child.lines.lines[0].get("kind") == "ready":
+            self.threads.append(threading.Thread(target=self._listen, daemon=True))
+            self.threads[-1].start()
+            return "ready"
+        self.child.kill()
+        return "gone" if ready.is_set() or self.child.ended.is_set() else "timed out"
+
+    def spawn(self, argv, folder, on_line):
+        """A Step: `argv` run in a process forked by the zygote, in `folder`; None if the zygote is gone."""
+        pipes = [os.pipe() for _ in range(3)]
+        writers = [w for _, w in pipes]
+        try:
+            with self.lock:
+                if self.state != "ready":
+                    step = None
+                else:
+                    self.next_id += 1
+                    step = self.steps[self.next_id] = Step(self, self.next_id, [r for r, _ in pipes], on_line)
+                    request = json.dumps({"op": "spawn", "id": step.id, "argv": argv, "folder": folder}).encode() + b"\n"
+                    try:
+                        sent = self.sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", writers))])
+                        self.sock.sendall(request[sent:])
+                    except OSError:
+                        self.state = "gone"
+                        del self.steps[step.id]
+                        step = None
+        finally:
+            for fd in writers:
+                os.close(fd)
+        if step is None:
+            for reader, _ in pipes:
+                os.close(reader)
+        return step
+
+    def signal(self, number, signum):
+        with self.lock:
+            if self.state == "ready":
+                with contextlib.suppress(OSError):
+                    self.sock.sendall(json.dumps({"op": "signal", "id": number, "signal": signum}).encode() + b"\n")
+
+    def _listen(self):
+        """Read the zygote's answers: each step's end. At EOF it is gone, and so is every step still running."""
+        buffer = b""
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                answer = json.loads(line.decode("utf-8"))
+                with self.lock:
+                    step = self.steps.pop(answer["id"], None)
+                if step is not None:
+                    step.end(answer["status"])
+        with self.lock:
+            self.state = "gone"
+            lost, self.steps = list(self.steps.values()), {}
+        for step in lost:
+            step.end(None)
+
+    def abort(self):
+        """End the zygote and all its steps at once: it did not answer."""
+        with self.lock:
+            if self.state == "ready":
+                self.state = "gone"
+        if self.child is not None:
+            self.child.kill()
+            PROCESSES.sweep()
+
+    def close(self):
+        """End it: at EOF on its control socket it ends its steps and exits."""
+        with self.lock:
+            if self.state == "ready":
+                self.state = "gone"
+            sock, self.sock = self.sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
+            self.threads[0].join(self.grader.timeout)
+            self.child.kill()
+            for thread in self.threads:
+                thread.join(5)
+            sock.close()
+            self.child.finish()
+
+    def output(self):
+        return self.child.output() if self.child is not None else {"printed": 0, "dropped": 0}
+
+
+class Step:
+    """One step forked by the zygote: its stdout, stderr and protocol pipes, read within bounds; its status once ended."""
+
+    timed_out = False
+
+    def __init__(self, zygote, number, readers, on_line):
+        self.zygote, self.id = zygote, number
+        self.out, self.err, self.lines = Capture(), Capture(), Lines(on_line)
+        self.streams = dict(zip(readers, (self.out, self.err, self.lines)))
+        self.status = None
+        self.ended = threading.Event()
+
+    def end(self, status):
+        self.status = status
+        self.ended.set()
+
+    def exited(self):
+        return self.ended.is_set()
+
+    def kill(self):
+        self.zygote.signal(self.id, signal.SIGKILL)
+
+    def term(self):
+        self.zygote.signal(self.id, signal.SIGTERM)
+
+    def after_exit(self):
+        pass  # the zygote, a subreaper, has ended whatever the step left
+
+    def follow(self, deadline):
+        return follow(self.streams, self.exited, deadline, self.kill, self.after_exit)
+
+    def finish(self):
+        """Close the pipes; its exit status. A zygote that does not say it ended is ended with all its steps."""
+        if not self.ended.wait(ENDED_WITHIN):
+            self.zygote.abort()
+            self.ended.wait(ENDED_WITHIN)
+        for fd in self.streams:
+            os.close(fd)
+        return self.status
+
+    def output(self):
+        return {"printed": self.out.total + self.err.total, "dropped": self.out.dropped + self.err.dropped}
+
+
+class Unstarted:
+    """A step never started: the worker's import ran past --timeout, so each of its steps counts as timed out."""
+
+    timed_out = True
+    status = None
+
+    def __init__(self):
+        self.out, self.err, self.lines = Capture(), Capture(), Lines()
+        self.ended = threading.Event()
+        self.ended.set()
+
+    def exited(self):
+        return True
+
+    def kill(self):
+        pass
+
+    term = kill
+
+    def follow(self, deadline):
+        return True
+
+    def finish(self):
+        return None
+
+    def output(self):
+        return {"printed": 0, "dropped": 0}
 
 
 class CheckContext:
-    """One check's view of the Grader: its own work folder, and children that load what it needs."""
+    """One check's view of the Grader: its own work folder, and steps that load what it needs."""
 
     def __init__(self, grader, name, needs):
         self.grader, self.name, self.needs = grader, name, needs
         self.timeout = grader.timeout
+        self.output = {"printed": 0, "dropped": 0}  # what the worker printed in this check's steps, in all
 
     def workdir(self):
         return self.grader.workdir(self.name)
@@ -204,10 +546,13 @@ class CheckContext:
         return self.grader.env(**extra)
 
     def run(self, what, role, *args, env=None):
-        return self.grader.run(what, role, self.needs, *args, env=env)
+        run = self.grader.run(what, role, self.needs, *args, env=env, folder=self.workdir())
+        for key in self.output:
+            self.output[key] += run.output[key]
+        return run
 
     def sink(self, db, fault=None):
-        return self.grader.sink(db, self.needs, fault=fault)
+        return self.grader.sink(db, self.needs, fault=fault, folder=self.workdir(), output=self.output)
 
     def story(self, source, sink_db):
         return Story(self.grader, self.name, source, sink_db)
@@ -216,60 +561,61 @@ class CheckContext:
 class SinkProcess:
     """A running `--role sink` child: its address once it listens, its exit status once it stops."""
 
-    def __init__(self, proc):
-        self.proc = proc
+    def __init__(self, grader, needs, args, folder):
         self.url = None
         self.status = None
-        self._lines = []
-        self._stderr = []
         self._ready = threading.Event()
-        self._readers = [threading.Thread(target=self._read, args=(proc.stdout, self._lines), daemon=True),
-                         threading.Thread(target=self._read, args=(proc.stderr, self._stderr), daemon=True)]
-        for reader in self._readers:
-            reader.start()
+        self.child = grader.start("sink", needs, args, None, folder, self._on_line)
+        self.limits = grader.limits
+        self.timeout = grader.timeout
+        self._reader = threading.Thread(target=self.child.follow, args=(lambda: float("inf"),), daemon=True)
+        self._reader.start()
 
-    def _read(self, stream, into):
-        for raw in stream:
-            into.append(raw)
-            if raw.startswith(MARK):
-                self._ready.set()
-        self._ready.set()  # EOF: the process is gone
+    def _on_line(self, line):
+        if line.get("kind") in ("listening", "verdict", "error", "limit"):
+            self._ready.set()
 
     def wait_listening(self, timeout):
-        self._ready.wait(timeout)
-        lines = parse_lines("".join(self._lines))
+        if self.child.timed_out:
+            raise Fail(msg("sink.listens", seconds="%g" % timeout), msg("run.timed-out", what=msg("who.sink"),
+                                                                       seconds="%g" % self.timeout))
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
+            pass
+        lines = list(self.child.lines.lines)
         for line in lines:
             if line.get("kind") == "listening":
                 return line["url"] + "/events"
-        reason = next((line for line in lines if line.get("kind") in ("verdict", "error")), None)
+        reason = next((line for line in lines if line.get("kind") in ("verdict", "error", "limit")), None)
         if reason and reason["kind"] == "verdict":
             raise Fail(reason["expected"], msg("sink.said", observed=reason["observed"]))
+        if reason and reason["kind"] == "limit":
+            raise Fail(msg("sink.starts"), msg("limit.memory", what=msg("who.sink"), mib=self.limits.memory_mib))
         if reason:
             raise Fail(msg("sink.starts"), msg("sink.raised", error=reason["message"]))
+        status = self.child.status if self.child.ended.is_set() else None
+        limit = Run(msg("who.sink"), status, lines, "", limits=self.limits).limit() if status is not None else None
+        if limit is not None:
+            raise Fail(msg("sink.starts"), limit)
         raise Fail(msg("sink.listens", seconds="%g" % timeout), msg("sink.no-address", tail=self.tail()))
 
     def tail(self):
-        text = "".join(self._stderr).strip().splitlines()
-        return text[-1][:200] if text else "-"
+        return self.child.err.last_line() or "-"
 
     def wait_exit(self, timeout):
-        try:
-            self.status = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.status = None
+        deadline = time.monotonic() + timeout
+        while not self.child.exited() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.status = self.child.status
         return self.status
 
     def stop(self, timeout):
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout)
-        PROCESSES.kill(self.proc)
-        # The process is gone, so both readers reach EOF; only then close the pipes they read.
-        for reader in self._readers:
-            reader.join(5)
-        close_pipes(self.proc)
+        self.child.term()
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            self.child.kill()
+            self._reader.join(5)
+        self.status = self.child.finish()
 
 
 class FakeSink:

@@ -1,4 +1,5 @@
 """grade.py as a command line: usage errors, exit statuses, signals, pipes, any directory, no leftovers."""
+import json
 import os
 import shutil
 import signal
@@ -20,13 +21,16 @@ class GradeCommandLineTest(TempDirTestCase):
 
     def test_usage_errors_exit_2_with_one_line(self):
         text_file = self.write_worker("just words\n", name="notes.txt")
-        broken = self.write_worker("def init_store(:\n", name="broken.py")
+        os.mkdir(self.path("empty"))
         cases = (
             (["-k", "no-such-check"], "unknown check"),
             (["--impl", self.path("missing.py")], "no such file"),
             (["--timeout", "0"], "--timeout must be more than 0 and at most 3600 seconds, got 0"),
             (["--impl", text_file], "is not a Python module: its name does not end in .py"),
-            (["--impl", broken], "is not a Python module: line 1"),
+            (["--impl", self.path("empty")], "no *.py file and no */worker.py in this directory"),
+            (["--memory", "64"], "--memory must be from 128 to 1048576 (MiB), got 64"),
+            (["--file-size", "0"], "--file-size must be from 1 to 1048576 (MiB), got 0"),
+            (["--report", os.path.join(text_file, "reports")], "--report %s: cannot write there" % os.path.join(text_file, "reports")),
         )
         for args, words in cases:
             with self.subTest(args=args):
@@ -35,6 +39,19 @@ class GradeCommandLineTest(TempDirTestCase):
                 self.assertIn("grade.py: error: ", err)
                 self.assertIn(words, err)
                 self.assertNotIn("Traceback", err)
+
+    def test_a_worker_that_does_not_compile_fails_every_check_naming_the_line(self):
+        # Graded, not refused: a class grades it like any other worker, and one worker alone gets the same verdicts.
+        broken = self.write_worker("def init_store(:\n", name="broken.py")
+        status, out, err = grade("--impl", broken, "-k", "exact-ack", "-k", "crash-after-ack", "--json")
+        self.assertEqual(status, 1, err)
+        report = json.loads(out)
+        self.assertEqual([c["status"] for c in report["checks"]], ["fail", "fail"])
+        for check in report["checks"]:
+            self.assertEqual(check["expected"], "the worker compiles (Python source without a syntax error)")
+            self.assertRegex(check["observed"], r"^line 1: SyntaxError: ")
+        self.assertEqual(report["evidence"], {})
+        self.assertNotIn("Traceback", err)
 
     def test_no_writable_temporary_directory_is_a_grader_error(self):
         status, out, err = grade("-k", "exact-ack", env=python_env(TMPDIR=self.path("no-such-dir")))

@@ -1,0 +1,147 @@
+"""Bounded output: what the grader keeps of a child's stdout, stderr and protocol lines, and the loop that reads them.
+
+Whatever a worker prints, the grader keeps at most the first and the last
+KEEP bytes of each stream and counts the rest, so its memory stays flat; the
+reading loop checks the step's deadline on every round, so no flood stretches
+it. Neutral ground: no worker, no processes of its own, no messages.
+"""
+import json
+import os
+import re
+import selectors
+import time
+
+from .common import MARK
+
+KEEP = 64 * 1024  # bytes kept from the start, and again from the end, of each stream
+CHUNK = 64 * 1024  # bytes read at once
+LINES_KEEP = 4 * 1024 * 1024  # bytes of protocol lines kept (the grader's own, a few KiB per step)
+ROUND = 0.05  # seconds: how often the loop looks at the process while its pipes are quiet
+GRACE = 1.0  # seconds to wait for the pipes to close once the process has ended
+MARK_BYTES = MARK.encode("ascii")
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Capture:
+    """One output stream: its first and last KEEP bytes, and how many bytes it had in all."""
+
+    def __init__(self, keep=KEEP):
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data):
+        self.total += len(data)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * self.keep:  # trimmed now and then, not on every chunk
+                del self.tail[:-self.keep]
+
+    @property
+    def dropped(self):
+        return self.total - len(self.head) - min(len(self.tail), self.keep)
+
+    def text(self):
+        """What was kept, as text; a marker line where bytes were dropped."""
+        tail = bytes(self.tail[-self.keep:])
+        middle = b"\n[... %d bytes dropped ...]\n" % self.dropped if self.dropped else b""
+        return (bytes(self.head) + middle + tail).decode("utf-8", "replace")
+
+    def last_line(self):
+        lines = self.text().strip().splitlines()
+        return lines[-1][:200] if lines else ""
+
+
+class Lines:
+    """The protocol stream: each complete MARK line as a dict, at most LINES_KEEP bytes of them."""
+
+    def __init__(self, on_line=None):
+        self.lines = []
+        self.partial = bytearray()
+        self.kept = 0
+        self.dropped = 0
+        self.on_line = on_line
+
+    def add(self, data):
+        pieces = data.split(b"\n")
+        self.partial += pieces[0]
+        if len(pieces) > 1:
+            complete = [bytes(self.partial)] + pieces[1:-1]
+            self.partial = bytearray(pieces[-1])
+            for raw in complete:
+                self.take(raw)
+        if len(self.partial) > LINES_KEEP:  # no line of the grader's is this long
+            self.dropped += len(self.partial)
+            self.partial = bytearray()
+
+    def take(self, raw):
+        if not raw.startswith(MARK_BYTES):
+            return
+        if self.kept + len(raw) > LINES_KEEP:
+            self.dropped += len(raw)
+            return
+        try:
+            line = whole(json.loads(raw[len(MARK_BYTES):].decode("utf-8")))
+        except ValueError:
+            return
+        if isinstance(line, dict):
+            self.kept += len(raw)
+            self.lines.append(line)
+            if self.on_line is not None:
+                self.on_line(line)
+
+
+def whole(value):
+    """`value` with every lone surrogate (a worker's text can hold them; no output can) as U+FFFD."""
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [whole(item) for item in value]
+    if isinstance(value, dict):
+        return {key: whole(item) for key, item in value.items()}
+    return value
+
+
+def follow(streams, exited, deadline, on_timeout, after_exit):
+    """Read `streams` ({fd: Capture or Lines}) until the process has ended and they are closed; True if it timed out.
+
+    `exited()` says whether the process has ended; `deadline()` the time
+    (time.monotonic()) at which `on_timeout()` ends it; `after_exit()` ends
+    what it left behind, called once it has ended and again on every round
+    while its pipes stay open (at most GRACE seconds: then they are let go).
+    """
+    selector = selectors.DefaultSelector()
+    for fd in streams:
+        selector.register(fd, selectors.EVENT_READ)
+    timed_out, ended, cleaned = False, None, None
+    try:
+        while True:
+            now = time.monotonic()
+            if ended is None and exited():
+                ended = now
+            elif ended is None and now >= deadline():
+                on_timeout()
+                timed_out, ended = True, now
+            if ended is not None:
+                if cleaned is None or now - cleaned >= ROUND:
+                    after_exit()
+                    cleaned = now
+                if not selector.get_map() or now - ended >= GRACE:
+                    return timed_out
+            if not selector.get_map():
+                time.sleep(max(0.0, min(ROUND / 10, deadline() - now)))  # closed its pipes, still running
+                continue
+            wait = ROUND if ended is not None else max(0.0, min(ROUND, deadline() - now))
+            for key, _ in selector.select(wait):
+                data = os.read(key.fd, CHUNK)
+                if data:
+                    streams[key.fd].add(data)
+                else:
+                    selector.unregister(key.fd)
+    finally:
+        selector.close()

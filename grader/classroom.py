@@ -1,0 +1,225 @@
+"""Grading one worker or a whole class: which workers, their checks spread over --jobs, progress on stderr.
+
+Each worker has a Grader of its own (its own temporary folder, its own
+zygote). Every check of every worker is a task in one pool of --jobs
+threads, the workers' tasks queued in the workers' order. A worker that hangs
+holds only its own tasks' slots, each for its bounded time; a worker that does
+not compile is graded without a child at all. Never imports the worker.
+"""
+import collections
+import concurrent.futures
+import glob
+import os
+import sys
+import time
+import traceback
+
+from .common import Fail, describe, msg
+from .messages import render, text
+from .parent import PROCESSES, Grader
+from .report import printable
+
+Worker = collections.namedtuple("Worker", "name path")
+TICK = 1.0  # seconds between two refreshes of the live progress line
+
+
+class UsageError(Exception):
+    """A list of workers that cannot be graded as given: the message names the path and the rule."""
+
+
+def find_workers(paths):
+    """The workers named by --impl: files, and directories (*.py in it, */worker.py one level down), sorted.
+
+    Each worker is named by its file's stem, or by its folder if the file is
+    a worker.py (found in a folder, or named directly: the same name either
+    way); two with the same name are a UsageError, as are a missing path and
+    a file not ending in .py.
+    """
+    workers = []
+    for given in paths:
+        path = os.path.abspath(given)
+        if os.path.isdir(path):
+            found = glob.glob(os.path.join(path, "*.py")) + glob.glob(os.path.join(path, "*", "worker.py"))
+            found = sorted(Worker(name_of(p), p) for p in found if os.path.isfile(p))
+            if not found:
+                raise UsageError(msg("usage.empty-dir", path=path))
+            workers.extend(found)
+        elif not os.path.isfile(path):
+            raise UsageError(msg("usage.no-impl", path=path))
+        elif not path.endswith(".py"):
+            raise UsageError(msg("usage.not-module", path=path, why=msg("usage.not-py")))
+        else:
+            workers.append(Worker(name_of(path), path))
+    seen = {}
+    for worker in workers:
+        if worker.name in seen:
+            raise UsageError(msg("usage.duplicate", name=worker.name, first=seen[worker.name], second=worker.path))
+        seen[worker.name] = worker.path
+    return workers
+
+
+def name_of(path):
+    """A worker's name: its folder for a worker.py, else its file's stem."""
+    folder, file = os.path.split(path)
+    return os.path.basename(folder) if file == "worker.py" else file[:-3]
+
+
+def compile_error(path):
+    """None if `path` compiles (compiled only, never run here), else a message saying where it does not."""
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+        compile(source, path, "exec")  # bytes: a coding declaration counts, as it does for import
+    except (SyntaxError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep to compile
+        return msg("usage.syntax", line=getattr(exc, "lineno", None) or "?", error=describe(exc))
+    except OSError as exc:
+        return msg("plain", text=describe(exc))
+    return None
+
+
+def run_check(grader, check, lang, context=None):
+    """One check's result: its verdict (pass, fail, or error: the grader's own fault), its messages, its time."""
+    context = context if context is not None else grader.for_check(check)
+    started = time.monotonic()
+    status, error = "pass", None
+    try:
+        expected, observed = check.run(context)
+    except Fail as fail:
+        status, expected, observed = "fail", fail.expected, fail.observed
+    except Exception as exc:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
+        status, error = "error", traceback.format_exc()
+        expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))
+    return {"name": check.name, "status": status, "ok": status == "pass",
+            "expected": render(expected, "en"), "observed": render(observed, "en"),
+            "expected_message": expected, "observed_message": observed,
+            "text": (render(expected, lang), render(observed, lang)),
+            "seconds": round(time.monotonic() - started, 3), "traceback": error,
+            "output": dict(getattr(context, "output", None) or {"printed": 0, "dropped": 0})}
+
+
+def not_compiling(check, error, lang):
+    """A check's result for a worker that does not compile: a fail naming the line, without any child."""
+    expected, observed = msg("impl.compiles"), error
+    return {"name": check.name, "status": "fail", "ok": False, "expected": render(expected, "en"),
+            "observed": render(observed, "en"), "expected_message": expected, "observed_message": observed,
+            "text": (render(expected, lang), render(observed, lang)), "seconds": 0.0, "traceback": None,
+            "output": {"printed": 0, "dropped": 0}}
+
+
+class Graded:
+    """One worker's grading: its Grader, its results (registry order once done), its time."""
+
+    def __init__(self, worker, grader, checks):
+        self.worker, self.grader, self.checks = worker, grader, checks
+        self.by_name = {}
+        self.tasks = 0
+        self.started = None  # when its first check began: a class queues workers behind each other
+        self.seconds = 0.0
+
+    def run(self, check, lang):
+        """Run one of its checks (in a pool thread): its result."""
+        if self.started is None:
+            self.started = time.monotonic()
+        return run_check(self.grader, check, lang)
+
+    def add(self, results):
+        for result in results:
+            self.by_name[result["name"]] = result
+        self.tasks -= 1
+        if self.done():
+            self.seconds = time.monotonic() - (self.started or time.monotonic())
+
+    def done(self):
+        return self.tasks <= 0
+
+    @property
+    def results(self):
+        return [self.by_name[c.name] for c in self.checks if c.name in self.by_name]
+
+    def counts(self):
+        statuses = [r["status"] for r in self.results]
+        return {status: statuses.count(status) for status in ("pass", "fail", "error")}
+
+
+def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, on_tick=None):
+    """Grade every worker with `checks`, --jobs tasks at once; a list of Graded, in the workers' order.
+
+    `options`: timeout, keep, jobs, limits. `on_results(graded, results)` and
+    `on_worker(graded)` are called in this thread as results come in, and
+    `on_tick()` at least every TICK seconds.
+    """
+    graded, futures, order = [], {}, {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
+    try:
+        for worker in workers:
+            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
+            one = Graded(worker, grader, checks)
+            graded.append(one)
+            error = compile_error(worker.path)
+            if error is not None:
+                one.tasks = 1
+                one.add([not_compiling(check, error, lang) for check in checks])
+                if on_results:
+                    on_results(one, one.results)
+                if on_worker:
+                    on_worker(one)
+                continue
+            one.tasks = len(checks)
+            for check in checks:
+                future = pool.submit(one.run, check, lang)
+                futures[future], order[future] = one, len(order)
+        waiting = set(futures)
+        while waiting:
+            finished, waiting = concurrent.futures.wait(waiting, timeout=TICK, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: order[f]):
+                one = futures[future]
+                result = future.result()
+                one.add([result])
+                if on_results:
+                    on_results(one, [result])
+                if one.done():
+                    one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
+                    if on_worker:
+                        on_worker(one)
+            if on_tick and not finished:
+                on_tick()
+    finally:
+        PROCESSES.kill_all()
+        pool.shutdown(wait=True)
+        for one in graded:
+            one.grader.close()
+    return graded
+
+
+class Progress:
+    """Progress on stderr: a live line on a terminal, else one line per finished worker."""
+
+    def __init__(self, total, lang, stream=None):
+        self.total, self.lang = total, lang
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.done = 0
+        self.started = time.monotonic()
+
+    def tick(self):
+        """Redraw the live line (on a terminal only): workers done, of all, and the time so far."""
+        if self.live and self.done < self.total:
+            self.draw()
+
+    def draw(self):
+        self.stream.write("\r" + text(self.lang, "progress.live", done=self.done, total=self.total,
+                                      seconds="%.0f" % (time.monotonic() - self.started)) + "\x1b[K")
+        self.stream.flush()
+
+    def worker_done(self, one):
+        self.done += 1
+        counts = one.counts()
+        if self.live:
+            self.draw()
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(text(self.lang, "progress.worker", done=self.done, total=self.total,
+                                   name=printable(one.worker.name), passed=counts["pass"], checks=len(one.checks),
+                                   seconds="%.1f" % one.seconds) + "\n")
+        self.stream.flush()

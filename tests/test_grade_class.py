@@ -1,0 +1,407 @@
+"""grade.py for a whole class: which workers, the class table and progress, verdicts that do not depend on the
+company, and the files of --report DIR read the way their consumers read them.
+
+A mixed class (the reference, the stub, broken workers, a hanging one, one that
+does not compile, one that does not import, one that floods) is graded once, then each of its workers alone; the JUnit
+file is parsed with xml.etree, the page with html.parser, the JSON reports
+checked against docs/report.schema.json.
+"""
+import csv
+import html.parser
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+from tests.grade_mutants import GRADE, grade
+from tests.schema_subset import SchemaError, errors
+from tests.support import ROOT, TempDirTestCase, python_env, run_two_at_a_time, write_worker
+
+with open(os.path.join(ROOT, "docs", "report.schema.json"), encoding="utf-8") as _f:
+    SCHEMA = json.load(_f)
+CHECKS = ["crash-after-ack", "seq-order", "exact-ack", "mark-sent"]  # registry order
+FLAGS = ["--timeout", "2", "--lang", "en"] + [arg for name in CHECKS for arg in ("-k", name)]
+VOLATILE = ("seconds", "kept")
+
+
+def verdicts(report):
+    """{check: (status, expected, observed)}: what must not depend on the company."""
+    return {c["name"]: (c["status"], c["expected"], c["observed"]) for c in report["checks"]}
+
+
+def steady(report):
+    """A worker's report without what changes from run to run (times)."""
+    report = {k: v for k, v in report.items() if k not in VOLATILE}
+    report["checks"] = [{k: v for k, v in c.items() if k != "seconds"} for c in report["checks"]]
+    return report
+
+
+def write_class(folder):
+    """The mixed class: {name: what grading it must find}."""
+    write_worker(os.path.join(folder, "alice.py"))
+    os.makedirs(os.path.join(folder, "bob"))
+    shutil.copy(os.path.join(ROOT, "examples", "worker_stub.py"), os.path.join(folder, "bob", "worker.py"))
+    write_worker(os.path.join(folder, "carol.py"), '''
+        import sys
+        sys.path.insert(0, %r)
+        from outbox import init_store, intake, mark_sent, pending, send_http, validate_event
+        from sink import init_sink, receive
+    ''' % ROOT, kit=False)
+    write_worker(os.path.join(folder, "dave.py"), '''
+        from outbox import mark_sent as kit_mark_sent
+
+        def mark_sent(con, event_id):
+            kit_mark_sent(con, event_id)  # and returns None
+    ''')
+    write_worker(os.path.join(folder, "erin.py"), '''
+        def pending(con, limit=16):
+            os._exit(3)
+    ''')
+    write_worker(os.path.join(folder, "frank.py"), '''
+        def init_store(path):
+            time.sleep(3600)
+    ''')
+    write_worker(os.path.join(folder, "grace.py"), "def init_store(:\n", kit=False)
+    write_worker(os.path.join(folder, "heidi", "worker.py"), '''
+        for _ in range(20000):
+            print("hello from the import, " * 20)
+    ''')
+    write_worker(os.path.join(folder, "ivan.py"), "import no_such_module_anywhere\n")
+    return {"alice": [], "bob": CHECKS, "carol": ["crash-after-ack", "exact-ack"], "dave": ["mark-sent"],
+            "erin": ["seq-order"], "frank": CHECKS, "grace": CHECKS, "heidi": [], "ivan": CHECKS}
+
+
+class MixedClassTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = os.path.realpath(tempfile.mkdtemp(prefix="outbox-kit-test-"))
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.folder = os.path.join(cls.tmp, "class")
+        cls.failing = write_class(cls.folder)
+        cls.reports = os.path.join(cls.tmp, "reports")
+        cls.status, out, cls.err = grade("--impl", cls.folder, "--json", "--report", cls.reports, *FLAGS)
+        cls.report = json.loads(out)
+
+    def worker(self, name):
+        return next(w for w in self.report["workers"] if w["name"] == name)
+
+    def test_every_worker_is_graded_and_only_the_broken_fail(self):
+        self.assertEqual(self.status, 1, self.err[-2000:])
+        self.assertEqual([w["name"] for w in self.report["workers"]], sorted(self.failing))
+        for name, failing in self.failing.items():
+            with self.subTest(worker=name):
+                checks = self.worker(name)["checks"]
+                self.assertEqual([c["name"] for c in checks], CHECKS)
+                self.assertEqual([c["name"] for c in checks if not c["ok"]], failing)
+                self.assertEqual([c["status"] for c in checks if c["status"] == "error"], [])
+        self.assertRegex(verdicts(self.worker("frank"))["mark-sent"][2], r"timed out after 2 s \(killed\)$")
+        self.assertRegex(verdicts(self.worker("grace"))["seq-order"][2], r"^line 1: SyntaxError: ")
+        self.assertIn("import failed: ModuleNotFoundError: No module named 'no_such_module_anywhere'",
+                      verdicts(self.worker("ivan"))["exact-ack"][2])
+        self.assertGreater(self.worker("heidi")["import_output"]["printed"], 8 * 1024 * 1024)
+        passed = sum(len(CHECKS) - len(failing) for failing in self.failing.values())
+        self.assertEqual((self.report["perfect"], self.report["passed"], self.report["total"]),
+                         (2, passed, len(CHECKS) * len(self.failing)))
+
+    def test_verdicts_do_not_depend_on_the_company(self):
+        def alone(name):
+            path = os.path.join(self.folder, name + ".py")
+            path = path if os.path.exists(path) else os.path.join(self.folder, name, "worker.py")
+            status, out, err = grade("--impl", path, "--json", *FLAGS)
+            return name, status, json.loads(out)
+
+        for name, status, report in run_two_at_a_time([lambda n=n: alone(n) for n in sorted(self.failing)]):
+            with self.subTest(worker=name):
+                self.assertEqual(status, 1 if self.failing[name] else 0)
+                self.assertEqual(verdicts(report), verdicts(self.worker(name)))
+                self.assertEqual(steady(report), steady(self.worker(name)))
+
+    def test_each_workers_json_file_is_its_report(self):
+        names = sorted(os.listdir(self.reports))
+        self.assertEqual(names, sorted([n + ".json" for n in self.failing] + ["class.csv", "index.html", "junit.xml"]))
+        for name in self.failing:
+            with open(os.path.join(self.reports, name + ".json"), encoding="utf-8") as f:
+                self.assertEqual(json.load(f), self.worker(name))
+
+    def test_reports_follow_the_schema(self):
+        self.assertEqual(errors(self.report, SCHEMA), [])
+        for worker in self.report["workers"]:
+            self.assertEqual(errors(worker, SCHEMA), [], worker["name"])
+
+    def test_class_csv_has_a_row_per_worker_and_a_column_per_check(self):
+        with open(os.path.join(self.reports, "class.csv"), encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        self.assertEqual(rows[0], ["worker"] + CHECKS + ["passed", "total"])
+        self.assertEqual([row[0] for row in rows[1:]], sorted(self.failing))
+        for row in rows[1:]:
+            failing = self.failing[row[0]]
+            self.assertEqual(row[1:-2], ["FAIL" if name in failing else "PASS" for name in CHECKS], row[0])
+            self.assertEqual(row[-2:], [str(len(CHECKS) - len(failing)), str(len(CHECKS))])
+
+    def test_junit_xml_as_a_ci_server_reads_it(self):
+        root = ET.parse(os.path.join(self.reports, "junit.xml")).getroot()
+        self.assertEqual(root.tag, "testsuites")
+        suites = root.findall("testsuite")
+        self.assertEqual([s.get("name") for s in suites], sorted(self.failing))
+        for suite in suites:
+            with self.subTest(worker=suite.get("name")):
+                cases = suite.findall("testcase")
+                report = self.worker(suite.get("name"))
+                self.assertEqual([c.get("name") for c in cases], CHECKS)
+                self.assertEqual({c.get("classname") for c in cases}, {suite.get("name")})
+                self.assertEqual(int(suite.get("tests")), len(cases))
+                self.assertEqual(int(suite.get("failures")), len(suite.findall("testcase/failure")))
+                self.assertEqual(int(suite.get("errors")), len(suite.findall("testcase/error")))
+                self.assertAlmostEqual(float(suite.get("time")), sum(float(c.get("time")) for c in cases), delta=0.002 * len(cases))
+                for case, check in zip(cases, report["checks"]):
+                    self.assertAlmostEqual(float(case.get("time")), check["seconds"], delta=0.001)
+                    failure = case.find("failure")
+                    if check["ok"]:
+                        self.assertIsNone(failure)
+                    else:
+                        message = "expected: %s; observed: %s" % (check["expected"], check["observed"])
+                        self.assertEqual((failure.get("message"), failure.text), (message, message))
+        self.assertEqual(int(root.get("tests")), sum(int(s.get("tests")) for s in suites))
+        self.assertEqual(int(root.get("failures")), sum(len(failing) for failing in self.failing.values()))
+
+    def test_index_html_is_one_self_contained_page(self):
+        page = read_page(os.path.join(self.reports, "index.html"))
+        self.assertEqual(page.errors, [])
+        self.assertEqual(page.external, [])
+        grid = page.tables[0]
+        self.assertEqual(grid[0][1:-1], CHECKS)
+        self.assertEqual([row[0] for row in grid[1:]], sorted(self.failing))
+        for row in grid[1:]:
+            failing = self.failing[row[0]]
+            for name, cell in zip(CHECKS, row[1:-1]):
+                if name in failing:
+                    check = next(c for c in self.worker(row[0])["checks"] if c["name"] == name)
+                    wanted = "FAIL expected: %s observed: %s" % (check["expected"], check["observed"])
+                    self.assertEqual(cell, " ".join(wanted.split()))
+                else:
+                    self.assertEqual(cell, "PASS")
+        self.assertEqual(sorted(set(page.cell_classes)), ["fail", "pass"])
+        evidence = [table for table in page.tables if table and table[0] and table[0][0] == "observation"]
+        stories = [w for w in self.report["workers"] if w["evidence"].get("crash-after-ack")]
+        self.assertGreaterEqual(len(stories), 2)  # the reference and the others that got past the intake
+        self.assertEqual(len(evidence), len(stories))
+        self.assertEqual(evidence[0][2][0], "outbox (source)")
+        self.assertEqual(evidence[0][0][1:], ["after " + p["phase"] for p in stories[0]["evidence"]["crash-after-ack"]])
+
+
+class Page(html.parser.HTMLParser):
+    """What a test needs of the report page: well-formed nesting, external references, the tables' text."""
+
+    VOID = {"meta", "br", "hr", "img", "link", "input"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.errors, self.external, self.tables, self.cell_classes = [], [], [], [], []
+        self.cell = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "script" or any(name.startswith("on") for name in attrs):
+            self.errors.append("script: <%s %s>" % (tag, attrs))
+        for name in ("src", "href", "action"):
+            if name in attrs and not attrs[name].startswith("#"):
+                self.external.append((tag, name, attrs[name]))
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+            if attrs.get("class") in ("pass", "fail", "error"):
+                self.cell_classes.append(attrs["class"])
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append("</%s> closes <%s>" % (tag, self.stack[-1] if self.stack else ""))
+            return
+        self.stack.pop()
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append(" ".join(" ".join(self.cell).split()))
+            self.cell = None
+
+    def handle_data(self, data):
+        if "url(" in data or "@import" in data:
+            self.external.append(("style", "url", data))
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def read_page(path):
+    with open(path, encoding="utf-8") as f:
+        page = Page()
+        page.feed(f.read())
+        page.close()
+    if page.stack:
+        page.errors.append("unclosed: %s" % page.stack)
+    return page
+
+
+class ClassCommandLineTest(TempDirTestCase):
+    def test_a_directory_gives_its_py_files_and_folders_worker_py_sorted_by_name(self):
+        folder = self.path("class")
+        for path in ("zed.py", "amy/worker.py", "kim.py", "lee/worker.py"):
+            write_worker(os.path.join(folder, path))
+        write_worker(os.path.join(folder, "nobody", "notes.py"))  # no worker.py: not a participant's folder
+        write_worker(os.path.join(folder, "deep", "er", "worker.py"))  # two levels down: not looked at
+        with open(os.path.join(folder, "readme.txt"), "w") as f:
+            f.write("not a worker\n")
+        alone = write_worker(self.path("solo", "bea.py"))
+        status, out, err = grade("--impl", folder, "--impl", alone, "-k", "validate-event", "--lang", "en")
+        self.assertEqual(status, 0, err)
+        table = out.splitlines()
+        self.assertEqual(table[0].split(), ["worker", "passed", "failed", "checks"])
+        self.assertEqual([line.split() for line in table[1:6]],
+                         [[name, "1/1", "-"] for name in ("amy", "kim", "lee", "zed", "bea")])
+        self.assertEqual(table[6:], ["", table[7]])
+        self.assertRegex(table[7], r"^class: 5 of 5 workers passed every check; 5 of 5 checks passed; [0-9.]+ s$")
+        # Not a terminal: one line per finished worker, in any order.
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 5, err)
+        self.assertEqual(sorted(line.split()[1] for line in lines), ["amy:", "bea:", "kim:", "lee:", "zed:"])
+        for line in lines:
+            self.assertRegex(line, r"^\[[1-5]/5\] [a-z]+: 1/1 passed \([0-9.]+ s\)$")
+
+    def test_two_workers_of_one_name_are_a_usage_error(self):
+        folder = self.path("class")
+        first, second = write_worker(os.path.join(folder, "ann.py")), write_worker(os.path.join(folder, "ann", "worker.py"))
+        for args in (["--impl", folder], ["--impl", first, "--impl", first]):
+            with self.subTest(args=args):
+                status, out, err = grade(*args)
+                self.assertEqual((status, out), (2, ""))
+                self.assertIn("grade.py: error: two workers named ann: %s and " % first, err)
+                if args[1] == folder:
+                    self.assertIn(second, err)
+
+    def test_one_worker_that_fails_makes_the_class_fail(self):
+        folder = self.path("class")
+        write_worker(os.path.join(folder, "good.py"))
+        shutil.copy(os.path.join(ROOT, "examples", "worker_stub.py"), os.path.join(folder, "stub.py"))
+        status, out, err = grade("--impl", folder, "-k", "validate-event", "--lang", "en")
+        self.assertEqual(status, 1)
+        self.assertRegex(out, r"\nstub +0/1 +validate-event\n")
+        os.remove(os.path.join(folder, "stub.py"))
+        status, out, err = grade("--impl", folder, "--impl", write_worker(self.path("other", "fine.py")), "-k", "validate-event")
+        self.assertEqual(status, 0, out + err)
+
+    def test_a_terminal_gets_one_live_line(self):
+        folder = self.path("class")
+        for name in ("one.py", "two.py", "three.py"):
+            write_worker(os.path.join(folder, name))
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen([sys.executable, GRADE, "--impl", folder, "-k", "validate-event", "--lang", "en"],
+                                    cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=slave)
+            os.close(slave)
+            slave = None
+            out, _ = proc.communicate(timeout=120)
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the terminal's other side is closed, all read
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        finally:
+            os.close(master)
+            if slave is not None:
+                os.close(slave)
+        self.assertEqual(proc.returncode, 0)
+        text = seen.decode("utf-8")
+        self.assertEqual(text.count("\n"), 1, text)
+        self.assertTrue(text.endswith("\n"))
+        updates = [part.replace("\x1b[K", "") for part in text.strip().split("\r") if part]
+        done = []
+        for update in updates:  # one per finished worker, and one a second while none finishes
+            self.assertRegex(update, r"^grading: [0-3] of 3 workers done, [0-9]+ s$")
+            done.append(int(update.split()[1]))
+        self.assertEqual(done, sorted(done))
+        self.assertEqual(set(done) - {0}, {1, 2, 3})
+        self.assertEqual(done[-1], 3)
+        self.assertIn(b"3 of 3 workers passed every check", out)
+
+    def test_one_worker_can_write_the_reports_too(self):
+        reports = self.path("reports")
+        status, out, err = grade("-k", "validate-event", "-k", "crash-after-ack", "--report", reports, "--lang", "en")
+        self.assertEqual(status, 0, err)
+        self.assertIn("grade: 2 passed, 0 failed", out)
+        self.assertEqual(sorted(os.listdir(reports)), ["class.csv", "index.html", "junit.xml", "worker_reference.json"])
+        root = ET.parse(os.path.join(reports, "junit.xml")).getroot()
+        self.assertEqual([s.get("name") for s in root.findall("testsuite")], ["worker_reference"])
+        page = read_page(os.path.join(reports, "index.html"))
+        self.assertEqual((page.errors, page.external), ([], []))
+
+    def test_what_a_worker_controls_is_escaped_in_every_report(self):
+        folder = self.path("class")
+        name = '<b>&"x\'y'
+        write_worker(os.path.join(folder, name, "worker.py"), '''
+            def validate_event(event):
+                raise RuntimeError("\\x1b[31m<script>alert(1)</script>\\x00 & \\ud800 done")
+        ''')
+        write_worker(os.path.join(folder, "=cmd()", "worker.py"))
+        reports = self.path("reports")
+        status, out, err = grade("--impl", folder, "-k", "validate-event", "--report", reports, "--lang", "en")
+        self.assertEqual(status, 1, err)
+        with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
+            source = f.read()
+        self.assertNotIn("<script>", source)
+        self.assertNotIn("<b>&", source)
+        self.assertIn("&lt;b&gt;&amp;&quot;x&#x27;y", source)
+        page = read_page(os.path.join(reports, "index.html"))
+        self.assertEqual((page.errors, page.external), ([], []))
+        self.assertIn(name, [row[0] for row in page.tables[0]])
+        root = ET.parse(os.path.join(reports, "junit.xml")).getroot()  # parses: no control character left raw
+        suites = {s.get("name"): s for s in root.findall("testsuite")}
+        self.assertEqual(sorted(suites), [name, "=cmd()"])
+        message = suites[name].find("testcase/failure").get("message")
+        self.assertIn("<script>alert(1)</script>\ufffd & \ufffd done", message)
+        with open(os.path.join(reports, "class.csv"), encoding="utf-8", newline="") as f:
+            self.assertEqual([row[0] for row in csv.reader(f)][1:], [name, "'=cmd()"])
+        with open(os.path.join(reports, name + ".json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["name"], name)
+
+
+class SchemaValidatorTest(unittest.TestCase):
+    """The validator the report tests rely on must be able to say no."""
+
+    def test_it_finds_what_breaks_the_schema(self):
+        message = {"id": "as-expected", "fields": {}}
+        check = {"name": "seq-order", "status": "pass", "ok": True, "expected": "x", "observed": "y", "seconds": 0.1,
+                 "expected_message": message, "observed_message": message, "output": {"printed": 0, "dropped": 0}}
+        report = {"schema": 1, "version": "2.0.0", "name": "w", "impl": "/w.py", "passed": 1, "failed": 0, "errors": 0,
+                  "seconds": 1.0, "checks": [check], "evidence": {}, "kept": None, "protections_off": [],
+                  "limits": {"memory_mib": 1024, "file_mib": 64, "cpu_seconds": 12},
+                  "import_output": {"printed": 0, "dropped": 0}}
+        self.assertEqual(errors(report, SCHEMA), [])
+        broken = (
+            (dict(report, passed=-1), "$.passed"),
+            (dict(report, schema=2), "$.schema"),
+            (dict(report, extra=True), "$.extra: not allowed"),
+            (dict(report, checks=[dict(check, status="skipped")]), "$.checks[0].status"),
+            (dict(report, checks=[dict(check, ok="yes")]), "$.checks[0].ok"),
+            ({k: v for k, v in report.items() if k != "limits"}, "'limits' is missing"),
+        )
+        for instance, where in broken:
+            with self.subTest(where=where):
+                found = errors(instance, SCHEMA["$defs"]["worker"], SCHEMA)
+                self.assertTrue(any(where in e for e in found), found)
+                self.assertNotEqual(errors(instance, SCHEMA), [])
+        with self.assertRaises(SchemaError):
+            errors({}, {"type": "object", "oneOf": []})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,172 @@
+"""The grader's containment, rule by rule, without timing: bounded capture, limits, crashes, one check at a time.
+
+Real grade.py processes on workers written to temporary folders. The time
+bounds, floods, orphans and the checkout left untouched are in
+tests/test_grade_contain_slow.py.
+"""
+import json
+import os
+import sys
+import unittest
+
+from tests.grade_mutants import grade
+from tests.support import ROOT, TempDirTestCase, write_worker
+
+sys.path.insert(0, ROOT)
+from grader import capture, contain, messages  # noqa: E402
+from grader.common import MARK  # noqa: E402
+
+
+def checks_of(out):
+    """{check name: (status, observed)} from a --json report."""
+    return {c["name"]: (c["status"], c["observed"]) for c in json.loads(out)["checks"]}
+
+
+class CaptureTest(unittest.TestCase):
+    def test_keeps_the_first_and_last_bytes_and_counts_the_rest(self):
+        kept = capture.Capture(keep=10)
+        for chunk in (b"0123456", b"789abcdefghij", b"klmnopqrstuvwxyz" * 50, b"THE-END!!!"):
+            kept.add(chunk)
+        self.assertEqual(kept.total, 7 + 13 + 800 + 10)
+        self.assertEqual(bytes(kept.head), b"0123456789")
+        self.assertEqual(kept.text(), "0123456789\n[... %d bytes dropped ...]\nTHE-END!!!" % (kept.total - 20))
+        self.assertEqual(kept.dropped, kept.total - 20)
+        self.assertLessEqual(len(kept.head) + len(kept.tail), 30)  # flat: never more than head + twice the tail
+        self.assertEqual(kept.last_line(), "THE-END!!!")
+
+    def test_a_short_stream_is_kept_whole(self):
+        kept = capture.Capture(keep=10)
+        kept.add(b"line one\nline")
+        kept.add(b" two\n")
+        self.assertEqual((kept.text(), kept.dropped, kept.last_line()), ("line one\nline two\n", 0, "line two"))
+
+    def test_protocol_lines_across_chunks_others_ignored_and_bounded(self):
+        seen = []
+        lines = capture.Lines(on_line=seen.append)
+        line = (MARK + json.dumps({"kind": "verdict", "ok": True})).encode()
+        lines.add(b"\n" + line[:5])
+        lines.add(line[5:] + b"\nnot a protocol line\n" + MARK.encode() + b"{not json\n")
+        self.assertEqual(lines.lines, [{"kind": "verdict", "ok": True}])
+        self.assertEqual(seen, lines.lines)
+        lines.add(b"x" * (capture.LINES_KEEP + 1))  # a line with no end, longer than any of the grader's
+        self.assertEqual(lines.dropped, capture.LINES_KEEP + 1)
+        self.assertEqual(bytes(lines.partial), b"")
+
+
+class ProtectionsTest(unittest.TestCase):
+    def test_the_protections_that_are_off_are_named_once(self):
+        self.assertEqual(contain.protections_off(limits=True, subreaper=True), [])
+        self.assertEqual(contain.protections_off(limits=False, subreaper=False), ["limits", "orphans"])
+        line = messages.text("en", "cli.protections-off", off=", ".join(
+            messages.text("en", "protection." + name) for name in contain.protections_off(limits=True, subreaper=False)))
+        self.assertIn("setsid() or a double fork (no PR_SET_CHILD_SUBREAPER)", line)
+        if sys.platform.startswith("linux"):
+            self.assertEqual(contain.protect_host(), [])  # this test process is a subreaper now: harmless here
+
+    def test_this_linux_says_nothing_about_protections(self):
+        if not sys.platform.startswith("linux"):
+            self.skipTest("Linux has every protection")
+        status, out, err = grade("-k", "validate-event")
+        self.assertEqual((status, err), (0, ""))
+
+
+class OneCheckAtATimeTest(TempDirTestCase):
+    """A crash or a limit hit ends one step, and fails the check that was running, and only that one."""
+
+    def test_a_crash_fails_its_check_and_no_other(self):
+        worker = write_worker(self.path("crashes.py"), '''
+            def pending(con, limit=16):
+                os._exit(9)
+
+            def mark_sent(con, event_id):
+                os.kill(os.getpid(), signal.SIGSEGV)
+        ''')
+        status, out, err = grade("--impl", worker, "--json", "-k", "seq-order", "-k", "mark-sent", "-k", "exact-ack",
+                                 "-k", "validate-event")
+        self.assertEqual(status, 1, err)
+        checks = checks_of(out)
+        self.assertEqual(checks["seq-order"], ("fail", "the seq-order check exited with status 9"))
+        self.assertEqual(checks["mark-sent"], ("fail", "the mark-sent check was ended by signal SIGSEGV"))
+        self.assertEqual((checks["exact-ack"][0], checks["validate-event"][0]), ("pass", "pass"))
+
+    def test_checks_lost_with_the_zygote_fail_and_say_so(self):
+        # Nothing an honest worker does ends its zygote; if something does, the steps it was running are
+        # reported lost, never passed, and later steps run as children of their own.
+        worker = write_worker(self.path("regicide.py"), '''
+            def mark_sent(con, event_id):
+                with open("/proc/%d/stat" % os.getppid()) as f:
+                    os.kill(int(f.read().rsplit(")", 1)[1].split()[1]), signal.SIGKILL)  # the zygote
+                time.sleep(30)
+        ''')
+        if not os.path.isdir("/proc"):
+            self.skipTest("the worker finds its zygote in /proc")
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "--jobs", "1")
+        self.assertEqual(checks_of(out)["mark-sent"], (
+            "fail", "the mark-sent check ended with no exit status: the process that forked it is gone"))
+
+    def test_memory_over_the_limit_fails_the_running_check_naming_the_limit_and_the_flag(self):
+        worker = write_worker(self.path("hungry.py"), '''
+            def init_store(path):
+                hoard = bytearray(%d * 1024 * 1024)
+                return kit_init_store(path)
+        ''' % (contain.DEFAULT_MEMORY_MIB + 512))
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "-k", "crash-after-ack", "-k", "validate-event")
+        checks = checks_of(out)
+        self.assertEqual(checks["mark-sent"], (
+            "fail", "the mark-sent check ran out of memory: limit 1024 MiB; --memory raises it"))
+        self.assertEqual(checks["crash-after-ack"], ("fail", "the intake ran out of memory: limit 1024 MiB; --memory raises it"))
+        self.assertEqual(checks["validate-event"][0], "pass")
+        self.assertEqual(json.loads(out)["limits"]["memory_mib"], 1024)
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "--memory", "256")
+        self.assertEqual(checks_of(out)["mark-sent"], (
+            "fail", "the mark-sent check ran out of memory: limit 256 MiB; --memory raises it"))
+
+    def test_a_file_over_the_size_limit_fails_the_running_check(self):
+        worker = write_worker(self.path("writer.py"), '''
+            def init_store(path):
+                with open("big.bin", "wb") as f:
+                    for _ in range(12):
+                        f.write(b"x" * 1024 * 1024)
+                return kit_init_store(path)
+        ''')
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "-k", "validate-event", "--file-size", "8")
+        checks = checks_of(out)
+        self.assertEqual(checks["mark-sent"], (
+            "fail", "the mark-sent check wrote a file past the size limit: 8 MiB; --file-size raises it"))
+        self.assertEqual(checks["validate-event"][0], "pass")
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "--file-size", "16")
+        self.assertEqual(checks_of(out)["mark-sent"][0], "pass")
+
+    def test_cpu_time_over_the_limit_is_named(self):
+        # The worker lowers its own CPU limit, so that it runs out long before --timeout: the grader must
+        # still report the signal as the CPU limit, not as a crash.
+        worker = write_worker(self.path("spinner.py"), '''
+            import resource
+
+            def init_store(path):
+                resource.setrlimit(resource.RLIMIT_CPU, (1, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+                while True:
+                    pass
+        ''')
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "--timeout", "30")
+        self.assertEqual(checks_of(out)["mark-sent"], (
+            "fail", "the mark-sent check used up its CPU time: limit 32 s; --timeout raises it"))
+
+    def test_a_worker_sees_its_checks_folder_as_home_tmp_and_working_directory(self):
+        worker = write_worker(self.path("where.py"), '''
+            import tempfile
+
+            def init_store(path):
+                folder = os.path.dirname(os.path.realpath(path))
+                expected = (folder, os.path.join(folder, "home"), os.path.join(folder, "tmp"))
+                seen = tuple(os.path.realpath(p) for p in (os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir()))
+                if seen != expected:
+                    raise RuntimeError("saw %r, not %r" % (seen, expected))
+                return kit_init_store(path)
+        ''')
+        status, out, err = grade("--impl", worker, "--json", "-k", "mark-sent", "-k", "crash-after-ack", "-k", "proxy-ignored")
+        self.assertEqual(status, 0, out + err)
+
+
+if __name__ == "__main__":
+    unittest.main()
