@@ -2,8 +2,9 @@
 
 The edge where errors become one line on stderr and an exit status; the
 library below it raises and never prints or exits. Every argument is checked
-while parsing (outbox.cli_args), before any file is created or any request
-is sent, and every connection a command opens is closed before it returns.
+while parsing (outbox.cli_args), or by the command before it opens anything
+(UsageError), so a bad one opens, creates or upgrades no file and sends
+nothing; every connection a command opens is closed before it returns.
 The operator's commands (status, evidence, quarantined, quarantine, requeue,
 retry, purge, upgrade) live in outbox.cli_ops, the relay in outbox.cli_relay.
 """
@@ -54,7 +55,7 @@ def build_parser():
     take.add_argument("--qty", required=True, type=int, help="quantity, 1-1000000")
     add_durability_flag(take)
 
-    show = command("pending", _pending, "print unsent events in intake order (read-only)")
+    show = command("pending", _pending, "print unsent events in seq order, as dispatch sends them (read-only)")
     show.add_argument("--db", required=True, help="existing source DB")
     show.add_argument("--limit", type=limit_arg, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
 

@@ -1,6 +1,6 @@
 """The evidence ladder for one event id: each observation read on its own, then one reading.
 
-Owns how the observations are gathered (outbox.operations.observe for the source,
+Owns how the observations are gathered (operations.observe for the source,
 sinkview for the sink) and the wording of the reading, which says what the
 relay will do with the item. It never writes, and no observation is
 inferred from another: a missing one is said to be missing.

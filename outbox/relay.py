@@ -1,7 +1,8 @@
 """The relay: `dispatch` batches, repeated, riding out outages, with an alert for an item the sink refuses.
 
 Owns the loop around dispatch and nothing inside it: it never marks, skips
-or quarantines an item itself. A transient failure (outbox.failures: no
+or quarantines an item itself, and keeps the attempt records through
+dispatch's hooks (outbox.attempts). A transient failure (outbox.failures: no
 answer, a 5xx) is retried for ever with capped, jittered backoff, or until
 `give_up_after`; a permanent one (the sink refused the head item) counts
 toward `max_attempts`, then the alert. It stops on a flag that only a signal
@@ -84,8 +85,8 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     (seconds), GaveUp once the sink has not answered for that long. Every
     send is recorded through dispatch's hooks (outbox.attempts); a permanent
     failure adds to the head's permanent_failures there, and when they reach
-    `max_attempts`, HeadStuck (also at once, without
-    a send, for a head that reached it before this run). `say(line)` gets one
+    `max_attempts`, HeadStuck (also at once, without a send, for a head that
+    reached it before this run). `say(line)` gets one
     line per change of state (the sink unreachable, back), one per permanent
     failure, and progress at most once per PROGRESS_EVERY seconds while items
     are delivered. `on_round(tally)` is called after every round with
