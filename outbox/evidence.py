@@ -162,4 +162,3 @@ def _same_event(sink_payload, outbox_payload):
         return canonical(validate_event(json.loads(sink_payload))) == outbox_payload
     except (ValueError, TypeError, RecursionError):
         return None  # a sink payload this kit cannot read: not compared, not called a match
-

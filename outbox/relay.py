@@ -232,9 +232,9 @@ class _Progress:
             return
         if now - self.at < PROGRESS_EVERY:
             return
+        pending = operations.figures(self.con)["pending"]
         self.say("relay: delivered %d, failed %d, pending %d, %.1f events/s over the last %.1f s" % (
-            tally.sent, tally.failed(), operations.figures(self.con)["pending"], (tally.sent - self.sent) / (now - self.at),
-            now - self.at))
+            tally.sent, tally.failed(), pending, (tally.sent - self.sent) / (now - self.at), now - self.at))
         self.at, self.sent = now, tally.sent
 
 
@@ -245,4 +245,3 @@ def _wait(seconds, stop, clock):
         if left <= 0:
             return
         clock.sleep(min(SLICE, left))
-

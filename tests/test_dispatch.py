@@ -229,7 +229,8 @@ class DispatchTest(TempDirTestCase):
         with self.assertRaises(ConnectionResetError) as caught:
             dispatch(self.con, send, **hooks)
         self.assertIs(caught.exception, boom)
-        self.assertEqual(calls, [("before", "A"), ("send", "A"), ("before", "B"), ("send", "B"), ("failure", "B", boom)])
+        self.assertEqual(calls, [("before", "A"), ("send", "A"), ("before", "B"), ("send", "B"),
+                                 ("failure", "B", boom)])
         self.assertEqual(self.sent_flags(), {"A": 1, "B": 0, "C": 0})
         del calls[:]
         with self.assertRaises(NotAcknowledged) as caught:
