@@ -283,20 +283,20 @@ class HistoryTest(TempDirTestCase):
 
     def test_the_overtakers_of_an_open_quarantine_outlive_a_purge_and_end_at_its_requeue(self):
         con = self.con
-        store_overtakers = lambda: self.history("a")["quarantines"][0]["overtaken_by"]
+        overtakers = lambda: self.history("a")["quarantines"][0]["overtaken_by"]
         operations.quarantine(con, "a", "held")
         self.assertEqual(dispatch(con, lambda event: True), 4)  # b, c, d, e overtake a
-        self.assertEqual(store_overtakers(), [2, 3, 4, 5])
+        self.assertEqual(overtakers(), [2, 3, 4, 5])
         self.assertEqual(retention.purge(con, 0), 4)
-        self.assertEqual(store_overtakers(), [2, 3, 4, 5])  # the purge kept what it deleted
+        self.assertEqual(overtakers(), [2, 3, 4, 5])  # the purge kept what it deleted
         intake(con, ev("f"))
         self.assertTrue(mark_sent(con, "f"))
-        self.assertEqual(store_overtakers(), [2, 3, 4, 5, 6])
+        self.assertEqual(overtakers(), [2, 3, 4, 5, 6])
         self.assertEqual(operations.requeue(con, "a"), 7)
         intake(con, ev("g"))
         self.assertEqual(dispatch(con, lambda event: True), 2)  # a, then g: after the requeue, no overtaker
         self.assertEqual(retention.purge(con, 0), 3)
-        self.assertEqual(store_overtakers(), [2, 3, 4, 5, 6])
+        self.assertEqual(overtakers(), [2, 3, 4, 5, 6])
 
     def test_retry_resets_the_attempt_record_in_place_and_keeps_it(self):
         con = self.con
