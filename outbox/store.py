@@ -30,14 +30,12 @@ TABLES = (
         created_at REAL NOT NULL
     )""",
     # AUTOINCREMENT: a seq is never reused, even after the row with the highest
-    # one is gone (plain INTEGER PRIMARY KEY would reuse it). Each intake gets a
-    # seq above every seq the file ever held, so seq order is intake order; the
-    # one exception is `requeue` (outbox.operations), which moves a quarantined
-    # item to the tail with a new seq, above every seq ever held too. The
-    # columns from `attempts` on are the operator's: the attempt record
-    # (outbox.attempts) and the quarantine (outbox.operations); of these the
-    # kernel reads only quarantined_at, to leave a quarantined item out of the
-    # line. `sent` keeps its meaning, 0 or 1: a quarantined row is not sent.
+    # one is gone. Each intake gets a seq above every seq the file ever held,
+    # so seq order is intake order, but for `requeue` (outbox.operations): it
+    # moves a quarantined item to the tail, with a new seq above all of them.
+    # The columns from `attempts` on are the operator's (outbox.attempts and
+    # outbox.operations); the kernel reads only quarantined_at, which leaves an
+    # item out of the line. `sent` is 0 or 1: a quarantined row is not sent.
     """CREATE TABLE outbox (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         event_id TEXT NOT NULL UNIQUE REFERENCES orders(id),
