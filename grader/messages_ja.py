@@ -244,7 +244,7 @@ JA = {
     "crash.two-deliveries": "倉庫が2回の配信を記録していること: 1回目は適用、2回目は重複",
     "crash.still-7": "2回目の配信のあとも在庫が7のままであること",
     "crash.sent": "パブリッシャー2号のあとでsnack-7が完了になっていること",
-    "crash-after-ack.passed": "ACKの直後に終了コード{status}で終了しても未完了のまま在庫は7で、続く2回の配信・1回の適用で完了になること",
+    "crash-after-ack.passed": "ACKの直後に終了コード{status}で終了したあとは未完了のまま在庫7で、続く2回の配信・1回の適用で完了になること",
     # dropped-response
     "dropped.fails": "パブリッシャー1号が DeliveryError で失敗すること（応答なし）",
     "dropped.pending": "snack-7が未完了のままであること",
@@ -252,7 +252,7 @@ JA = {
     "dropped.duplicate": "1回目は適用、2回目は倉庫が有効な重複としてACKを返すこと",
     "dropped.sent": "在庫が7で、snack-7が完了になっていること",
     "dropped.observed": "パブリッシャー1号は「{error}」。その後、deliveriesは「{deliveries:terms}」、在庫は{inventory}、outboxは「{outbox:term}」",
-    "dropped-response.passed": "コミット後に応答がなければエラーで未完了のまま在庫は7、再接続すると倉庫が有効な重複としてACKを返し、完了になること",
+    "dropped-response.passed": "コミット後に応答がないとエラーになって未完了のまま在庫7で、再接続すると倉庫が有効な重複としてACKを返し、完了になること",
     # untrusted-ack
     "case.wrong-id": "誤ったIDのACK",
     "case.oversized": "過大な応答",
