@@ -143,7 +143,7 @@ EN = {
     "cli.interrupted": "grade.py: interrupted; stopping children and removing temporary files",
     "check.grader-error": "grader error (not your worker's fault): {error}",
     "cli.grader-error": "grade.py: grader error (not your worker's fault): {error}",
-    "cli.help.report": "also write DIR/<name>.json, DIR/class.csv, DIR/junit.xml and DIR/index.html",
+    "cli.help.report": "also write DIR/<name>.json, DIR/class.csv, DIR/junit.xml and DIR/index.html (only index.html follows --lang)",
     "cli.help.memory": "address space each of the worker's processes may use, in MiB (default: %(default)s)",
     "cli.help.file-size": "largest file the worker may write, in MiB (default: %(default)s)",
     "usage.mib": "{flag} must be from {low} to {high} (MiB), got {value}",

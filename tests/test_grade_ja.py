@@ -51,7 +51,8 @@ IDENTIFIERS = set(NAMES) | {
     "NoAnswer", "UntrustedAck", "DeliveryError", "NotAcknowledged", "Conflict", "WrongDatabase", "ValueError",
     "KeyError", "NotImplementedError",
     # SQL and SQLite words, protocol and product names, as Japanese technical writing keeps them
-    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "EXTRA", "SQLite", "ACK", "DB", "ID", "HTTP", "JSON", "URL", "OS",
+    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "EXTRA", "SQLite", "Python", "ACK", "DB", "ID", "HTTP", "JSON",
+    "URL", "OS",
     "loopback", "localhost", "synchronous",
     # the lab's own words for what it leaves out (claim・lease・fencing), and a page's title (「Atomic Commit」)
     "claim", "lease", "fencing", "Atomic", "Commit",
@@ -350,17 +351,19 @@ class JapaneseClassTest(TempDirTestCase):
 
     def test_the_class_table_the_progress_and_the_page_are_japanese(self):
         big = write_worker(self.path("class", "big_file.py"), BIG_FILE)
+        no_compile = write_worker(self.path("class", "no_compile.py"), "def validate_event(:\n", kit=False)
         reports = self.path("reports")
-        status, out, err = grade("--lang", "ja", "--impl", REFERENCE, "--impl", STUB_JA, "--impl", big, "--file-size", "1",
-                                 "-k", "crash-after-ack", "-k", "validate-event", "--report", reports)
+        status, out, err = grade("--lang", "ja", "--impl", REFERENCE, "--impl", STUB_JA, "--impl", big, "--impl", no_compile,
+                                 "--file-size", "1", "-k", "crash-after-ack", "-k", "validate-event", "--report", reports)
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
         self.assertRegex(lines[0], r"^ワーカー +合格数 +不合格のチェック$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは3件中1件、合格したチェックは6件中3件（[0-9.]+秒）\n\Z")
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
-        self.assertEqual(len(progress), 3, err)
+        self.assertEqual(len(progress), 4, err)
         for line in progress:  # stderr is no terminal: one line per finished worker
-            self.assertRegex(line, r"^\[[1-3]/3\] (worker_reference|worker_stub_ja|big_file): 2件中[0-2]件合格（[0-9.]+秒）$")
+            self.assertRegex(line, r"^\[[1-4]/4\] (worker_reference|worker_stub_ja|big_file|no_compile): 2件中[0-2]件合格"
+                                   r"（[0-9.]+秒）$")
         self.assertEqual(english_words(out + err), [])
         # The page people read follows --lang, the limit the worker ran into included ...
         page = page_text(os.path.join(reports, "index.html"))
@@ -368,6 +371,7 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertIn(messages.text("ja", "limit.file-size", what=messages.text("ja", "who.check", name="validate-event"),
                                     mib=1), page)
         self.assertIn("snack-7の証拠", page)
+        self.assertIn("観測: 1行目: 「SyntaxError: ", page)
         self.assertEqual(english_words(page), [])
         with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
             self.assertIn('<html lang="ja">', f.read())
