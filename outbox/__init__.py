@@ -1,7 +1,7 @@
 """outbox: the publishing half of outbox-kit.
 
 Take an order in with its outbox row in one transaction (`intake`; a batch
-of them, all or nothing, with `intake_many`), read what is unsent in intake
+of them, all or nothing, with `intake_many`), read what is unsent in seq
 order (`pending`), deliver one finite batch (`dispatch`) through a sender such
 as `send_http`, and mark an item sent (`mark_sent`) only after a verified ACK.
 Standard library only.

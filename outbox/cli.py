@@ -2,20 +2,20 @@
 
 The edge where errors become one line on stderr and an exit status; the
 library below it raises and never prints or exits. Every argument is checked
-while parsing (outbox.cli_args), before any file is created or any request
-is sent, and every connection a command opens is closed before it returns.
+while parsing (outbox.cli_args), or by the command before it opens anything
+(UsageError), so a bad one opens, creates or upgrades no file and sends
+nothing; every connection a command opens is closed before it returns.
 The operator's commands (status, evidence, quarantined, quarantine, requeue,
 retry, purge, upgrade) live in outbox.cli_ops, the relay in outbox.cli_relay.
 """
-import argparse
 import contextlib
 import json
 import os
 import sqlite3
 import sys
 
-from . import cli_ops, store
-from .cli_args import UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
+from . import attempts, cli_ops, operations, store
+from .cli_args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
 from .dispatch import dispatch
 from .errors import OutboxError
 from .event import validate_event
@@ -24,7 +24,6 @@ from .sender import send_http
 PROG = "outbox"
 EXIT_OK = 0
 EXIT_REFUSED = 1
-EXIT_USAGE = 2
 EXIT_ALERT = 3
 EXIT_INTERRUPTED = 130
 EXIT_STATUSES = (
@@ -35,15 +34,13 @@ EXIT_STATUSES = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        # One line, not the usage block: --help is there for the rest.
-        self.exit(EXIT_USAGE, "%s: error: %s\n" % (PROG, message))
+class _Parser(Parser):
+    name = PROG
 
 
 def build_parser():
     parser = _Parser(prog="python -m outbox", description="Publisher side of outbox-kit.", epilog=EXIT_STATUSES)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
     def command(name, run, help_text):
@@ -58,7 +55,7 @@ def build_parser():
     take.add_argument("--qty", required=True, type=int, help="quantity, 1-1000000")
     add_durability_flag(take)
 
-    show = command("pending", _pending, "print unsent events in intake order (read-only)")
+    show = command("pending", _pending, "print unsent events in seq order, as dispatch sends them (read-only)")
     show.add_argument("--db", required=True, help="existing source DB")
     show.add_argument("--limit", type=limit_arg, default=store.MAX_BATCH, help="1-16 (default: %(default)s)")
 
@@ -81,7 +78,7 @@ def _intake(args):
 
 
 def _pending(args):
-    with contextlib.closing(store.open_store_readonly(args.db)) as con:
+    with contextlib.closing(operations.open_store_readonly(args.db)) as con:
         events = store.pending(con, args.limit)
     for event in events:
         print(json.dumps(event))
@@ -97,7 +94,7 @@ def _dispatch(args):
         return acked
 
     with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
-        print("marked %d sent" % dispatch(con, send, args.limit))
+        print("marked %d sent" % dispatch(con, send, args.limit, **attempts.hooks(con)))
 
 
 def main(argv=None):
@@ -106,7 +103,7 @@ def main(argv=None):
     try:
         return args.run(args) or EXIT_OK
     except UsageError as exc:
-        parser.exit(EXIT_USAGE, "%s: error: %s\n" % (PROG, exc))
+        parser.error(str(exc))
     except KeyboardInterrupt:
         print("%s: interrupted; whatever was not marked sent is still pending" % PROG, file=sys.stderr)
         return EXIT_INTERRUPTED

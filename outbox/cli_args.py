@@ -1,27 +1,49 @@
-"""The argument types of `python -m outbox`, and the one error for arguments that do not go together.
+"""The parser and the argument types of both command lines (`python -m outbox`, `python -m sink`).
 
 Each type returns the value or raises argparse.ArgumentTypeError, so a bad
 value is one line and exit status 2 while parsing, before any file is
 opened or any request sent. The rules themselves live with what they guard
-(the sender's URL and timeout, the store's batch and reason, the retention's
-durations); these only turn them into argparse's terms.
+(the sender's URL, loopback host and timeout, the store's batch, the
+quarantine's reason, the retention's durations); these only turn them into
+argparse's terms, so both command lines read every value alike.
 """
 import argparse
 import re
 
-from . import db, retention, store
-from .sender import check_timeout, check_url
+from . import db, operations, retention, store
+from .sender import check_timeout, check_url, loopback_host
+
+EXIT_USAGE = 2
+# A number as typed on a command line: ASCII digits, at most 9 of them (int()
+# and float() would also take "٣", " 5", "1_0", "1e3" or "nan").
+_INT = re.compile("[0-9]{1,9}")
+# A number of seconds: digits with an optional fraction ("10", "0.5", ".5").
+_SECONDS = re.compile(r"[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9}")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose every usage error is one line, "NAME: error: ...", and exit status 2.
+
+    NAME is the class attribute `name`: each command line subclasses it once
+    with its own (its sub-commands' parsers are of the same class).
+    """
+
+    name = "outbox-kit"
+
+    def error(self, message):
+        # One line, not the usage block: --help is there for the rest.
+        self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.name, message))
 
 
 class UsageError(Exception):
     """Arguments that parse one by one but not together; exit status 2 like any bad argument."""
 
 
-def add_durability_flag(parser):
-    """`--durability full|process` on a command that writes as it delivers or takes in."""
+def add_durability_flag(parser, *, what="each commit is on disk before it returns"):
+    """`--durability full|process` on a command that writes as it delivers, takes in or receives."""
     parser.add_argument("--durability", choices=sorted(db.DURABILITY), default="full",
-                        help="full: each commit is on disk before it returns (survives a power cut); process: "
-                        "survives a killed process, not a power cut (default: %(default)s)")
+                        help="full: %s (survives a power cut); process: survives a killed process, not a power cut "
+                        "(default: %%(default)s)" % what)
 
 
 def positive_int(text):
@@ -46,22 +68,18 @@ def limit_arg(text):
 
 
 def seconds_arg(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError("must be a number of seconds >= 0, got %r" % (text,))
-    return value
+    """A delay: a number of seconds, 0 included ("0", "0.5", "10")."""
+    if not _SECONDS.fullmatch(text):
+        raise argparse.ArgumentTypeError("must be a number of seconds >= 0 such as 0.5 or 10, got %r" % (text,))
+    return float(text)
 
 
 def timeout_arg(text):
+    """A timeout: a number of seconds written as for seconds_arg, above 0 and at most sender.MAX_TIMEOUT."""
+    if not _SECONDS.fullmatch(text):
+        raise argparse.ArgumentTypeError("timeout must be a number of seconds such as 0.5 or 10, got %r" % (text,))
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("timeout must be a number of seconds, got %r" % (text,)) from None
-    try:
-        return check_timeout(value)
+        return check_timeout(float(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -74,6 +92,15 @@ def url_arg(text):
     return text
 
 
+def loopback_host_arg(text):
+    """A host to listen on: loopback by the sender's one rule (sender.loopback_host), as it is to be bound."""
+    host = loopback_host(text)
+    if host is None:
+        raise argparse.ArgumentTypeError("must be a loopback address (localhost, 127.x.y.z without leading zeros, "
+                                         "or ::1), got %r" % (text,))
+    return host
+
+
 def duration_arg(text):
     try:
         return retention.parse_duration(text)
@@ -83,11 +110,11 @@ def duration_arg(text):
 
 def reason_arg(text):
     try:
-        return store.check_reason(text)
+        return operations.check_reason(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int(text):
-    """The int in `text` if it is 1 to 9 ASCII digits, else None (int() would take "٣" and " 5")."""
-    return int(text) if re.fullmatch("[0-9]{1,9}", text) else None
+    """The int in `text` if it is 1 to 9 ASCII digits, else None."""
+    return int(text) if _INT.fullmatch(text) else None

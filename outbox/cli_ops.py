@@ -12,7 +12,8 @@ import sqlite3
 import sys
 import time
 
-from . import cli_relay, evidence, nagios, prometheus, relay, retention, sinkview, store
+from . import cli_relay, evidence, nagios, operations, prometheus, relay, retention, sinkview, store, timestamps
+from . import upgrade
 from .cli_args import UsageError, count_arg, duration_arg, positive_int, reason_arg
 from .errors import OutboxError
 from .event import loads_strict
@@ -53,7 +54,7 @@ def add_commands(command):
     hold.add_argument("id", help="event id")
     hold.add_argument("--db", required=True, help="existing source DB")
     hold.add_argument("--reason", required=True, type=reason_arg, help="why, one line of 1 to %d characters (kept "
-                      "in the quarantine record)" % store.MAX_ERROR_CHARS)
+                      "in the quarantine record)" % operations.MAX_REASON_CHARS)
 
     back = command("requeue", run_requeue, "put a quarantined item back in the pending line, at the tail, "
                    "optionally corrected")
@@ -86,8 +87,8 @@ def run_status(args):
         raise UsageError("--max-age and --max-quarantined go with --check")
     if args.check:
         return _check(args)
-    with contextlib.closing(store.open_store_readonly(args.db)) as con:
-        figures = store.figures(con)
+    with contextlib.closing(operations.open_store_readonly(args.db)) as con:
+        figures = operations.figures(con)
     if args.json:
         print(json.dumps(figures, sort_keys=True))
     elif args.prometheus:
@@ -105,8 +106,8 @@ def run_status(args):
 def _check(args):
     max_age = retention.parse_duration(DEFAULT_MAX_AGE) if args.max_age is None else args.max_age
     try:
-        with contextlib.closing(store.open_store_readonly(args.db)) as con:
-            figures = store.figures(con)
+        with contextlib.closing(operations.open_store_readonly(args.db)) as con:
+            figures = operations.figures(con)
     except (OutboxError, sqlite3.Error, OSError) as exc:
         status, line = nagios.unknown("source DB %r: %s" % (args.db, exc))
     else:
@@ -116,7 +117,7 @@ def _check(args):
 
 
 def render_status(figures):
-    """`figures` (store.figures) in the Prometheus text format, for a node_exporter textfile collector."""
+    """`figures` (operations.figures) in the Prometheus text format, for a node_exporter textfile collector."""
     head = figures["head"]
     lines = []
     for name, help_text, value in (
@@ -138,7 +139,7 @@ def render_status(figures):
 
 def run_evidence(args):
     with contextlib.ExitStack() as stack:
-        source = stack.enter_context(contextlib.closing(store.open_store_readonly(args.db)))
+        source = stack.enter_context(contextlib.closing(operations.open_store_readonly(args.db)))
         sink = None
         if args.sink is not None:
             sink = stack.enter_context(contextlib.closing(sinkview.open_sink_readonly(args.sink)))
@@ -150,8 +151,8 @@ def run_evidence(args):
 
 
 def run_quarantined(args):
-    with contextlib.closing(store.open_store_readonly(args.db)) as con:
-        items = store.quarantined(con)
+    with contextlib.closing(operations.open_store_readonly(args.db)) as con:
+        items = operations.quarantined(con)
     now = time.time()
     for item in items:
         item["age_s"] = round(max(0.0, now - item["quarantined_at"]), 3)
@@ -161,13 +162,13 @@ def run_quarantined(args):
     print("quarantined %d" % len(items))
     for item in items:
         print("  seq %d  %s  since %s (%.0f s)  attempts %d (%d refused)  last error: %s  reason: %s" % (
-            item["seq"], item["id"], _utc(item["quarantined_at"]), item["age_s"], item["attempts"],
+            item["seq"], item["id"], timestamps.utc(item["quarantined_at"]), item["age_s"], item["attempts"],
             item["permanent_failures"], item["last_error_kind"] or "none", item["reason"]))
 
 
 def run_quarantine(args):
     with contextlib.closing(_open_existing(args.db)) as con:
-        store.quarantine(con, args.id, args.reason)
+        operations.quarantine(con, args.id, args.reason)
     print("quarantined %s: out of the pending line, not sent; requeue it when it is fixed" % args.id)
 
 
@@ -179,13 +180,13 @@ def run_requeue(args):
         except (ValueError, RecursionError) as exc:
             raise ValueError("--event must be one JSON object: %s" % _short(exc)) from None
     with contextlib.closing(_open_existing(args.db)) as con:
-        seq = store.requeue(con, args.id, event)
+        seq = operations.requeue(con, args.id, event)
     print("requeued %s at the tail as seq %d%s" % (args.id, seq, " (corrected)" if event is not None else ""))
 
 
 def run_retry(args):
     with contextlib.closing(_open_existing(args.db)) as con:
-        reset = store.retry(con, args.id)
+        reset = operations.retry(con, args.id)
     print("retry %s: its attempt record (%d attempt(s), %d refused, last failure: %s) is reset and kept in the "
           "history; the relay sends it again in its place" % (
               args.id, reset["attempts"], reset["permanent_failures"], reset["last_error_kind"] or "none"))
@@ -199,7 +200,7 @@ def run_purge(args):
 
 def run_upgrade(args):
     with contextlib.closing(_open_existing(args.db)) as con:
-        version = store.schema_version(con)
+        version = upgrade.schema_version(con)
     print("source DB %s is at schema %d" % (args.db, version))
 
 
@@ -216,9 +217,6 @@ def _formats(parser, *, prometheus_too):
         group.add_argument("--prometheus", action="store_true", help="print the Prometheus text format")
     return group
 
-
-def _utc(timestamp):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
 
 
 def _short(exc):

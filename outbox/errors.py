@@ -1,9 +1,10 @@
-"""The kit's exceptions, in one place.
+"""The exceptions of the kit's public API, in one place.
 
-The errors the public API of both packages raises on purpose are these (plus
-ValueError, TypeError and KeyError where the API says so); signals private to
-the sink's HTTP front and its fault wrapper never leave them. Each class says
-when it is raised; none carries behaviour.
+The errors the API of both packages (README, "The API") raises on purpose
+are these, plus ValueError, TypeError and KeyError where it says so. The
+operator modules keep theirs beside the code that raises them (relay.Alert,
+evidence.UnknownId); signals private to the sink's HTTP front and its fault
+wrapper never leave them. Each class says when it is raised.
 """
 
 

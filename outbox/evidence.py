@@ -1,14 +1,13 @@
 """The evidence ladder for one event id: each observation read on its own, then one reading.
 
-Owns how the observations are gathered (store.observe for the source,
+Owns how the observations are gathered (operations.observe for the source,
 sinkview for the sink) and the wording of the reading, which says what the
 relay will do with the item. It never writes, and no observation is
 inferred from another: a missing one is said to be missing.
 """
 import json
-import time
 
-from . import failures, relay, sinkview, store
+from . import failures, operations, relay, sinkview, timestamps
 from .event import canonical, validate_event
 
 
@@ -22,7 +21,7 @@ def gather(source_con, event_id, sink_con=None, *, max_attempts=relay.DEFAULT_MA
     `max_attempts` is the relay's, so the reading says what that relay will do.
     Raises UnknownId when the source has neither an order row nor an outbox row for it.
     """
-    order, row, history = store.observe(source_con, event_id)
+    order, row, history = operations.observe(source_con, event_id)
     if order is None and row is None:
         raise UnknownId("no order row and no outbox row for id %r in the source DB" % (event_id,))
     outbox = None
@@ -85,9 +84,9 @@ def _history(history):
     """One line per quarantine and per retry record, oldest first within each."""
     for record in history["quarantines"]:
         text = "quarantined at seq %d on %s after %d attempt(s) (%s)" % (
-            record["seq"], _utc(record["quarantined_at"]), record["attempts"], record["reason"])
+            record["seq"], timestamps.utc(record["quarantined_at"]), record["attempts"], record["reason"])
         if record["requeued_at"] is not None:
-            text += "; requeued on %s as seq %d" % (_utc(record["requeued_at"]), record["new_seq"])
+            text += "; requeued on %s as seq %d" % (timestamps.utc(record["requeued_at"]), record["new_seq"])
             if record["corrected_payload"] is not None:
                 text += ", corrected from %s to %s" % (
                     record["original_payload"] or "(not recorded before schema 3)", record["corrected_payload"])
@@ -97,7 +96,7 @@ def _history(history):
         yield text
     for record in history["retries"]:
         yield "retried on %s: reset %d attempt(s), %d refused (last failure: %s)" % (
-            _utc(record["retried_at"]), record["attempts"], record["permanent_failures"],
+            timestamps.utc(record["retried_at"]), record["attempts"], record["permanent_failures"],
             record["last_error_kind"] or "none")
 
 
@@ -163,7 +162,3 @@ def _same_event(sink_payload, outbox_payload):
         return canonical(validate_event(json.loads(sink_payload))) == outbox_payload
     except (ValueError, TypeError, RecursionError):
         return None  # a sink payload this kit cannot read: not compared, not called a match
-
-
-def _utc(timestamp):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))

@@ -5,7 +5,7 @@ for a failure, and the one rule that splits them: transient (the sink did
 not answer, or answered 5xx) or permanent (it answered, and refused this
 item). It decides nothing else and touches no DB or socket.
 """
-from .errors import DeliveryError, NotAcknowledged, OutboxError
+from .errors import DeliveryError, NotAcknowledged
 
 # kind -> what it means, in the words of the alert and `evidence`.
 KINDS = {
@@ -16,7 +16,6 @@ KINDS = {
     "untrusted-ack": "the sink's answer does not prove delivery (its body, size, id or digest)",
     "not-acknowledged": "send returned something other than True",
     "delivery-error": "a DeliveryError of no known kind",
-    "stopped": "not sent: the relay was stopping",
     "error": "another exception",
 }
 # The sink may be back in a moment: retried for ever, never counted toward the alert.
@@ -29,15 +28,13 @@ def kind_of(error):
     """The kind (a key of KINDS) of the exception `error` raised by a send.
 
     A DeliveryError carries its own (one not in KINDS reads "delivery-error");
-    NotAcknowledged is "not-acknowledged"; another of the kit's errors with a
-    `kind` of KINDS (the relay's stop) keeps it; anything else is "error".
+    NotAcknowledged is "not-acknowledged"; anything else is "error".
     """
     if isinstance(error, NotAcknowledged):
         return "not-acknowledged"
-    kind = getattr(error, "kind", None) if isinstance(error, OutboxError) else None
-    if isinstance(kind, str) and kind in KINDS:
-        return kind
-    return "delivery-error" if isinstance(error, DeliveryError) else "error"
+    if isinstance(error, DeliveryError):
+        return error.kind if isinstance(error.kind, str) and error.kind in KINDS else "delivery-error"
+    return "error"
 
 
 def is_transient(kind):

@@ -1,7 +1,7 @@
 """`status --check`: the source's figures judged the Nagios/Icinga plugin way.
 
 Owns the thresholds' meaning, the status names and the one output line
-(``OUTBOX OK - summary | perfdata``). It reads a dict of store.figures and
+(``OUTBOX OK - summary | perfdata``). It reads a dict of operations.figures and
 nothing else: no DB, no clock, no printing.
 """
 
@@ -10,7 +10,7 @@ NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
 
 
 def judge(figures, *, max_age, max_quarantined):
-    """(status, line) for `figures` (store.figures) against the thresholds.
+    """(status, line) for `figures` (operations.figures) against the thresholds.
 
     CRITICAL: the oldest pending item has waited more than `max_age` seconds
     (delivery is late, whatever the cause). WARNING: more than

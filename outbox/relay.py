@@ -1,7 +1,8 @@
 """The relay: `dispatch` batches, repeated, riding out outages, with an alert for an item the sink refuses.
 
 Owns the loop around dispatch and nothing inside it: it never marks, skips
-or quarantines an item itself. A transient failure (outbox.failures: no
+or quarantines an item itself, and keeps the attempt records through
+dispatch's hooks (outbox.attempts). A transient failure (outbox.failures: no
 answer, a 5xx) is retried for ever with capped, jittered backoff, or until
 `give_up_after`; a permanent one (the sink refused the head item) counts
 toward `max_attempts`, then the alert. It stops on a flag that only a signal
@@ -10,7 +11,7 @@ it prints nothing: its lines go to the caller's `say`.
 """
 import time
 
-from . import backoff, failures, store
+from . import attempts, backoff, failures, operations, timestamps
 from .dispatch import dispatch
 from .errors import DeliveryError, NotAcknowledged, OutboxError
 
@@ -20,9 +21,7 @@ DEFAULT_MAX_ATTEMPTS = 5  # refusals of the head item before the alert (the comm
 
 
 class Stopping(OutboxError):
-    """Raised by the relay's own send when the stop flag is up, before any byte is sent."""
-
-    kind = "stopped"
+    """Raised by the relay's before_send hook when the stop flag is up: before the item is sent or counted."""
 
 
 class Alert(OutboxError):
@@ -30,7 +29,7 @@ class Alert(OutboxError):
 
 
 class HeadStuck(Alert):
-    """The sink refused the head item max_attempts times. Carries `head` (store.head's dict)."""
+    """The sink refused the head item max_attempts times. Carries `head` (operations.head's dict)."""
 
     def __init__(self, message, head):
         super().__init__(message)
@@ -38,7 +37,7 @@ class HeadStuck(Alert):
 
 
 class GaveUp(Alert):
-    """The sink has not answered for give_up_after seconds. Carries `head` (store.head's dict, or None)."""
+    """The sink has not answered for give_up_after seconds. Carries `head` (operations.head's dict, or None)."""
 
     def __init__(self, message, head):
         super().__init__(message)
@@ -77,15 +76,17 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     """Deliver until told to stop; return the number of items this run marked sent.
 
     `stop()` is true once a stop was asked for; the item in flight finishes
-    (its ACK is marked), and the next one is not sent. `once`: return as soon
+    (its ACK is marked), and the next one is not sent, nor counted as an
+    attempt: its attempt record stays as it was. `once`: return as soon
     as nothing is pending. Otherwise wait `poll` seconds between looks at an
     empty line. After a failed round wait backoff.delay(failed rounds in a
     row, base_delay, max_delay); an ACK or a round without a failure starts
     that count again. A transient failure is retried for ever; with `give_up_after`
-    (seconds), GaveUp once the sink has not answered for that long. A
-    permanent one adds to the head's permanent_failures (dispatch's attempt
-    record); when they reach `max_attempts`, HeadStuck (also at once, without
-    a send, for a head that reached it before this run). `say(line)` gets one
+    (seconds), GaveUp once the sink has not answered for that long. Every
+    send is recorded through dispatch's hooks (outbox.attempts); a permanent
+    failure adds to the head's permanent_failures there, and when they reach
+    `max_attempts`, HeadStuck (also at once, without a send, for a head that
+    reached it before this run). `say(line)` gets one
     line per change of state (the sink unreachable, back), one per permanent
     failure, and progress at most once per PROGRESS_EVERY seconds while items
     are delivered. `on_round(tally)` is called after every round with
@@ -96,10 +97,15 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     kwargs = {} if rand is None else {"rand": rand}
     tally = Tally() if tally is None else tally
     acked = []  # ids acknowledged in the current batch; dispatch marks each before its next send
+    recording = attempts.hooks(con)
 
-    def send_unless_stopping(event):
+    def before_send(event_id):
+        # The stop is looked at first: a stop is not an attempt, and leaves the record as it was.
         if stop():
-            raise Stopping("relay stopping: %r not sent" % (event["id"],))
+            raise Stopping("relay stopping: %r not sent" % (event_id,))
+        recording["before_send"](event_id)
+
+    def counted_send(event):
         tally.attempts += 1
         result = send(event)
         if result is True:
@@ -115,7 +121,8 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
             _check_head(con, max_attempts)
             del acked[:]
             try:
-                marked = dispatch(con, send_unless_stopping, limit)
+                marked = dispatch(con, counted_send, limit, before_send=before_send,
+                                  on_failure=recording["on_failure"])
             except Stopping:
                 tally.sent += len(acked)  # the batch's items before the stop: acked, then marked
                 break
@@ -152,7 +159,7 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
 
 
 def _check_head(con, max_attempts):
-    head = store.head(con)
+    head = operations.head(con)
     if head is not None and head["permanent_failures"] >= max_attempts:
         raise HeadStuck(
             "ALERT: head item %r (seq %d) was refused by the sink %d time(s), --max-attempts %d; last failure: %s "
@@ -164,7 +171,7 @@ def _check_head(con, max_attempts):
 
 
 def _refused(con, say, kind, max_attempts):
-    head = store.head(con)
+    head = operations.head(con)
     if head is not None:
         say("relay: the sink refused head item %r (seq %d): %s, %d of %d before the alert" % (
             head["id"], head["seq"], kind, head["permanent_failures"], max_attempts))
@@ -185,7 +192,7 @@ class _Outage:
         if self.since is None:
             self.since = now
             self.say("relay: sink unreachable since %s, retrying every <= %g s (%s)" % (
-                _utc(self.clock.now()), self.max_delay, error))
+                timestamps.utc(self.clock.now()), self.max_delay, error))
         if self.give_up_after is None:
             return wait
         left = self.since + self.give_up_after - now
@@ -194,7 +201,7 @@ class _Outage:
                 "ALERT: the sink has not answered for %.1f s (--give-up-after %g s); last error: %s; nothing was "
                 "skipped or lost: run the relay again once the sink is back" % (
                     now - self.since, self.give_up_after, error),
-                store.head(self.con),
+                operations.head(self.con),
             )
         return min(wait, left)
 
@@ -225,9 +232,9 @@ class _Progress:
             return
         if now - self.at < PROGRESS_EVERY:
             return
+        pending = operations.figures(self.con)["pending"]
         self.say("relay: delivered %d, failed %d, pending %d, %.1f events/s over the last %.1f s" % (
-            tally.sent, tally.failed(), store.figures(self.con)["pending"], (tally.sent - self.sent) / (now - self.at),
-            now - self.at))
+            tally.sent, tally.failed(), pending, (tally.sent - self.sent) / (now - self.at), now - self.at))
         self.at, self.sent = now, tally.sent
 
 
@@ -238,7 +245,3 @@ def _wait(seconds, stop, clock):
         if left <= 0:
             return
         clock.sleep(min(SLICE, left))
-
-
-def _utc(timestamp):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))

@@ -1,13 +1,13 @@
 """Retention: how long sent outbox rows are kept, and removing them in bounded batches.
 
 Owns the duration syntax (30s, 15m, 12h, 7d) and the purge loop; the SQL
-is store.purge_sent_batch. It never removes a pending or quarantined row,
+is operations.purge_sent_batch. It never removes a pending or quarantined row,
 nor an order row, and each batch is its own short transaction.
 """
 import re
 import time
 
-from . import store
+from . import operations
 
 PURGE_BATCH = 500
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -32,7 +32,7 @@ def purge(con, older_than_s, *, batch=PURGE_BATCH, now=None):
     cutoff = (time.time() if now is None else now) - older_than_s
     removed = 0
     while True:
-        count = store.purge_sent_batch(con, cutoff, batch)
+        count = operations.purge_sent_batch(con, cutoff, batch)
         removed += count
         if count < batch:
             return removed

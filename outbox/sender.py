@@ -2,6 +2,7 @@
 
 The only module that opens an HTTP connection. It talks to loopback only,
 never follows a redirect or a proxy, and returns True only on a verified ACK.
+Its loopback rule (`loopback_host`) is the kit's one: the sink's --host uses it too.
 """
 import http.client
 import re
@@ -57,7 +58,7 @@ def check_url(url):
     for part, name in (("userinfo", "user info"), ("query", "query"), ("fragment", "fragment")):
         if parts[part] is not None:
             raise ValueError("%s; %s %r is not allowed" % (_RULE, name, parts[part]))
-    host = _loopback_host(parts["host"])
+    host = loopback_host(parts["host"])
     if host is None:
         raise ValueError("%s; host %r is not loopback (localhost, 127.x.y.z without leading "
                          "zeros, or [::1])" % (_RULE, parts["host"]))
@@ -119,11 +120,16 @@ def send_http(url, event, *, timeout=5.0, require_digest=False):
     return True
 
 
-def _loopback_host(text):
-    """The host to connect to if `text` names loopback as check_url allows, else None."""
+def loopback_host(text):
+    """The host to connect to or listen on if `text` names loopback, else None. No DNS, no I/O.
+
+    Loopback is "localhost" in any letter case (returned as "localhost"), a
+    dotted quad 127.a.b.c of decimal numbers 0-255 without leading zeros, or
+    "::1" (in a URL, "[::1]"; returned as "::1").
+    """
     if text.lower() == "localhost":
         return "localhost"
-    if text == "[::1]":
+    if text in ("[::1]", "::1"):
         return "::1"
     if _IPV4.fullmatch(text):
         octets = [int(part) for part in text.split(".")]

@@ -4,12 +4,12 @@ The only module of the outbox package with SQL for a sink DB. It reads only
 what the grader's contract names, `inbox(event_id, ...)` and
 `deliveries(event_id, outcome, ...)`, so it also reads a foreign sink. It
 never writes (``mode=ro`` and ``query_only``), creates no file (see
-db.readonly_uri), and never imports `sink`.
+outbox.readonly), and never imports `sink`.
 """
 import os
 import sqlite3
 
-from . import db
+from . import readonly
 from .errors import WrongDatabase
 
 
@@ -18,7 +18,7 @@ def open_sink_readonly(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise WrongDatabase("no sink DB at %r: no such file" % (path,))
-    con = db.connect_readonly(path, "sink")  # creates no file, not even -wal or -shm
+    con = readonly.connect_readonly(path, "sink")  # creates no file, not even -wal or -shm
     try:
         con.execute("PRAGMA query_only = ON")
         try:

@@ -13,7 +13,6 @@ its traceback logged: exit at once, so a supervisor restarts the sink; 74
 
 import argparse
 import contextlib
-import ipaddress
 import json
 import re
 import signal
@@ -22,23 +21,21 @@ import sys
 import threading
 import time
 
-from outbox.db import DURABILITY
+from outbox.cli_args import Parser, add_durability_flag, loopback_host_arg, positive_int, timeout_arg
 from outbox.errors import OutboxError
+from outbox.timestamps import utc
 
 from . import faults, inbox, metrics, server
 
 PROG = "sink"
 EXIT_OK = 0
 EXIT_DB = 1
-EXIT_USAGE = 2
 EXIT_THREAD_DIED = 70  # EX_SOFTWARE in sysexits.h: the server failed, not the caller
 STOP_POLL = 0.1  # seconds between looks at the stop flag and at the server's threads
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        # One line instead of argparse's usage block; --help shows the usage.
-        self.exit(EXIT_USAGE, "%s: error: %s\n" % (PROG, message))
+class _Parser(Parser):
+    name = PROG
 
 
 def main(argv=None):
@@ -67,7 +64,7 @@ def _build_parser():
             "%d a crash fault fired (serve --fault crash-...)." % (EXIT_THREAD_DIED, faults.CRASH_EXIT)
         ),
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
     serve = commands.add_parser(
@@ -88,21 +85,22 @@ def _build_parser():
     serve.add_argument("--db", required=True, metavar="PATH", help="sink DB file, created if missing")
     serve.add_argument(
         "--host",
-        type=_loopback_host,
+        type=loopback_host_arg,
         default="127.0.0.1",
-        help="loopback address to bind: 127.x.x.x, localhost or ::1 only (default: %(default)s)",
+        help="loopback address to bind: localhost, 127.x.y.z or ::1 only, the rule the publisher's URLs follow "
+        "(default: %(default)s)",
     )
     serve.add_argument("--port", type=_port, default=8765, help="TCP port, 0 picks a free one (default: %(default)s)")
     serve.add_argument(
         "--timeout",
-        type=_seconds,
+        type=timeout_arg,
         default=server.DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help="seconds a client has to send its whole request, and again to take the answer (default: %(default)s)",
     )
     serve.add_argument(
         "--max-connections",
-        type=_count,
+        type=positive_int,
         default=server.DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help="client connections open at once; at the cap the one waiting longest without a complete "
@@ -117,19 +115,13 @@ def _build_parser():
     )
     serve.add_argument(
         "--fault-count",
-        type=_count,
+        type=positive_int,
         default=1,
         metavar="N",
         help="drop-after-commit: how many events it hits before the server behaves normally; "
         "a crash fault ends the process at its first hit (default: %(default)s)",
     )
-    serve.add_argument(
-        "--durability",
-        choices=sorted(DURABILITY),
-        default="full",
-        help="full: each commit is on disk before the ACK (survives a power cut); process: survives a killed "
-        "process, not a power cut (default: %(default)s)",
-    )
+    add_durability_flag(serve, what="each commit is on disk before the ACK")
     serve.set_defaults(run=_serve)
 
     show = commands.add_parser(
@@ -221,7 +213,7 @@ def _show(args):
     print(_table(("sku", "qty"), stock))
     print()
     print("deliveries (%d)" % len(log))
-    rows = [(seq, _utc(at), outcome, event_id, digest[:12]) for seq, event_id, outcome, digest, at in log]
+    rows = [(seq, utc(at), outcome, event_id, digest[:12]) for seq, event_id, outcome, digest, at in log]
     print(_table(("seq", "received (UTC)", "outcome", "event_id", "digest"), rows))
     return EXIT_OK
 
@@ -247,43 +239,9 @@ def _table(headers, rows):
     return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
 
-def _utc(timestamp):
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(timestamp))
-
-
-def _loopback_host(text):
-    if text == "localhost":
-        return text
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            "must be a loopback address (127.x.x.x, localhost or ::1), got %r" % text
-        ) from None
-    if not (address.version == 4 and address.is_loopback or address == ipaddress.ip_address("::1")):
-        raise argparse.ArgumentTypeError("must be a loopback address (127.x.x.x, localhost or ::1), got %r" % text)
-    return text
-
-
 def _port(text):
     if not re.fullmatch("[0-9]{1,5}", text) or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError("must be an integer from 0 to 65535, got %r" % text)
-    return int(text)
-
-
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError("must be a number of seconds > 0, got %r" % text)
-    return value
-
-
-def _count(text):
-    if not re.fullmatch("[0-9]{1,9}", text) or int(text) < 1:
-        raise argparse.ArgumentTypeError("must be an integer >= 1, got %r" % text)
     return int(text)
 
 

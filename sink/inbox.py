@@ -7,7 +7,7 @@ deletes a row.
 
 import time
 
-from outbox import db
+from outbox import db, readonly, timestamps
 from outbox.errors import Conflict
 from outbox.event import payload_digest, validate_and_serialise
 
@@ -110,8 +110,8 @@ def held_digest(con, event_id):
 
 
 def open_readonly(path):
-    """Open an existing sink DB only to read it (see outbox.db.open_readonly); never creates a file."""
-    return db.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")
+    """Open an existing sink DB only to read it (see outbox.readonly); never creates a file."""
+    return readonly.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")
 
 
 def inventory(con):
@@ -138,7 +138,7 @@ def status(con):
         "applied": counts.get(APPLIED, 0),
         "duplicates": counts.get(DUPLICATE, 0),
         "conflicts": counts.get(CONFLICT, 0),
-        "last_delivery_at": None if last is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last)),
+        "last_delivery_at": None if last is None else timestamps.utc(last),
         "last_delivery_unix": last,
         "inventory": {sku: qty for sku, qty in inventory(con)},
     }

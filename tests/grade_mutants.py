@@ -67,31 +67,31 @@ MUTANTS = (
            "seq.never-reused"),
     mutant("continue after a failure", "stop-on-first-failure", "outbox/dispatch.py",
            [("    marked = 0\n", "    marked = 0\n    failure = None\n"),
-            ("        result = send(dict(selected))\n",
-             "        try:\n            result = send(dict(selected))\n        except Exception as exc:\n"
-             "            failure = failure or exc\n            continue\n"),
+            ("                on_failure(selected[\"id\"], exc)\n            raise\n",
+             "                on_failure(selected[\"id\"], exc)\n            failure = failure or exc\n            continue\n"),
             ("    return marked\n", "    if failure is not None:\n        raise failure\n    return marked\n")],
            "stop.calls"),
     mutant("error swallowed", "stop-on-first-failure", "outbox/dispatch.py",
-           [("        result = send(dict(selected))\n",
-             "        try:\n            result = send(dict(selected))\n        except Exception:\n            return marked\n")],
+           [("                on_failure(selected[\"id\"], exc)\n            raise\n",
+             "                on_failure(selected[\"id\"], exc)\n            return marked\n")],
            "stop.error-out"),
     mutant("the exception wrapped, not the original", "stop-on-first-failure", "outbox/dispatch.py",
-           [("        result = send(dict(selected))\n",
-             "        try:\n            result = send(dict(selected))\n        except Exception as exc:\n"
+           [("                on_failure(selected[\"id\"], exc)\n            raise\n",
+             "                on_failure(selected[\"id\"], exc)\n"
              "            raise NotAcknowledged(\"send failed: %s\" % exc) from exc\n")],
            "stop.same-error"),
     mutant("truthy ACK accepted", "exact-ack", "outbox/dispatch.py", [("        if result is not True:\n", "        if not result:\n")],
            "ack.raises"),
     mutant("write transaction held during send", "no-lock-during-send", "outbox/dispatch.py",
-           [("        result = send(dict(selected))\n",
-             "        if not con.in_transaction:\n            con.execute(\"BEGIN IMMEDIATE\")\n        result = send(dict(selected))\n"),
+           [("            result = send(dict(selected))\n",
+             "            if not con.in_transaction:\n                con.execute(\"BEGIN IMMEDIATE\")\n"
+             "            result = send(dict(selected))\n"),
             ("        if mark_sent(con, selected[\"id\"]):\n",
              "        if con.execute(\"UPDATE outbox SET sent = 1 WHERE event_id = ? AND sent = 0\", (selected[\"id\"],)).rowcount:\n"),
             ("    return marked\n", "    if con.in_transaction:\n        con.execute(\"COMMIT\")\n    return marked\n")],
            "lock.outside"),
     mutant("mark using the callback's dict", "callback-mutation", "outbox/dispatch.py",
-           [("        result = send(dict(selected))\n", "        result = send(selected)\n")], "mutation.flags"),
+           [("            result = send(dict(selected))\n", "            result = send(selected)\n")], "mutation.flags"),
     mutant("after_delivery gets dispatch's own dict", "callback-mutation", "outbox/dispatch.py",
            [("            after_delivery(dict(selected))\n", "            after_delivery(selected)\n")], "mutation.after-flags"),
     mutant("dispatch ignores limit", "batch-limit", "outbox/dispatch.py",
@@ -154,9 +154,9 @@ MUTANTS = (
            [("_PORT = re.compile(r\"[1-9][0-9]{0,4}\")", "_PORT = re.compile(r\"0|[1-9][0-9]{0,4}\")")],
            "url.refused", ":0/events"),
     mutant("the host looked up to decide whether it is loopback", "url-rule", "outbox/sender.py",
-           [("    host = _loopback_host(parts[\"host\"])\n",
+           [("    host = loopback_host(parts[\"host\"])\n",
              "    socket.getaddrinfo(parts[\"host\"].strip(\"[]\") or \"localhost\", None)\n"
-             "    host = _loopback_host(parts[\"host\"])\n")], "url.socket", "getaddrinfo"),
+             "    host = loopback_host(parts[\"host\"])\n")], "url.socket", "getaddrinfo"),
     mutant("send_http without timeout=", "url-rule", "outbox/sender.py",
            [("def send_http(url, event, *, timeout=5.0, require_digest=False):\n",
              "def send_http(url, event, *, require_digest=False):\n    timeout = 5.0\n")],
@@ -269,10 +269,11 @@ MUTANTS = (
              "    except ZeroDivisionError:\n        raise\n")],
            "wrongdb.refused-text"),
     mutant("the look reads the main file only (immutable=1)", "wrong-database", "outbox/db.py",
-           [("    is_new = _look(con, path, application_id=application_id, version=version, kind=kind)\n",
+           [("import sqlite3\n", "import sqlite3\nimport urllib.parse\n"),
+            ("    is_new = look(con, path, application_id=application_id, version=version, kind=kind)\n",
              "    peek = sqlite3.connect(\"file:%s?immutable=1\" % urllib.parse.quote(os.path.abspath(path)), uri=True)\n"
              "    try:\n"
-             "        is_new = _look(peek, path, application_id=application_id, version=version, kind=kind)\n"
+             "        is_new = look(peek, path, application_id=application_id, version=version, kind=kind)\n"
              "    finally:\n"
              "        peek.close()\n"),
             ("            if con.execute(\"PRAGMA application_id\").fetchone()[0] == 0:\n", "            if True:\n")],

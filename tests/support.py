@@ -23,6 +23,7 @@ import time
 import unittest
 
 from outbox import store as outbox_store
+from outbox import upgrade as outbox_upgrade
 from sink.server import make_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -484,7 +485,7 @@ def build_v1(path, ids, sent=()):
     try:
         con.execute("PRAGMA journal_mode = WAL")
         con.execute("BEGIN IMMEDIATE")
-        for statement in outbox_store.SCHEMA_V1:
+        for statement in outbox_upgrade.SCHEMA_V1:
             con.execute(statement)
         con.execute("PRAGMA application_id = %d" % outbox_store.APPLICATION_ID)
         con.execute("PRAGMA user_version = 1")

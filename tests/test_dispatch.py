@@ -190,9 +190,69 @@ class DispatchTest(TempDirTestCase):
         self.take("a")
         with self.assertRaises(TypeError):
             dispatch(self.con, None)
-        with self.assertRaises(TypeError):
-            dispatch(self.con, lambda e: True, after_delivery="hook")
+        for hook in ("after_delivery", "before_send", "on_failure"):
+            with self.assertRaises(TypeError) as caught:
+                dispatch(self.con, lambda e: True, **{hook: "hook"})
+            self.assertIn(hook, str(caught.exception))
         self.assertEqual(self.sent_flags(), {"a": 0})
+
+    def test_without_hooks_it_writes_the_marks_and_nothing_else(self):
+        """Issue 19: no attempt record and no PRAGMA switching of its own: bookkeeping comes through the hooks."""
+        self.take("a", "b", "c")
+        statements = []
+        self.con.set_trace_callback(statements.append)
+        try:
+            with self.assertRaises(ConnectionResetError):
+                dispatch(self.con, lambda e: e["id"] == "a" or (_ for _ in ()).throw(ConnectionResetError("lost")))
+        finally:
+            self.con.set_trace_callback(None)
+        words = [statement.split()[0].upper() for statement in statements]
+        self.assertEqual(sorted(set(words)), ["BEGIN", "COMMIT", "SELECT", "UPDATE"], statements)
+        updates = [statement for statement in statements if statement.split()[0].upper() == "UPDATE"]
+        self.assertEqual(len(updates), 1, statements)
+        self.assertIn("SET sent = 1", updates[0])
+        self.assertEqual(self.con.execute("SELECT sum(attempts), count(last_error) FROM outbox").fetchone(), (0, 0))
+
+    def test_the_hooks_see_each_send_and_each_failure_in_order(self):
+        self.take("A", "B", "C")
+        calls = []
+        boom = ConnectionResetError("B's response was lost")
+
+        def send(event):
+            calls.append(("send", event["id"]))
+            if event["id"] == "B":
+                raise boom
+            return True
+
+        hooks = {"before_send": lambda event_id: calls.append(("before", event_id)),
+                 "on_failure": lambda event_id, error: calls.append(("failure", event_id, error))}
+        with self.assertRaises(ConnectionResetError) as caught:
+            dispatch(self.con, send, **hooks)
+        self.assertIs(caught.exception, boom)
+        self.assertEqual(calls, [("before", "A"), ("send", "A"), ("before", "B"), ("send", "B"),
+                                 ("failure", "B", boom)])
+        self.assertEqual(self.sent_flags(), {"A": 1, "B": 0, "C": 0})
+        del calls[:]
+        with self.assertRaises(NotAcknowledged) as caught:
+            dispatch(self.con, lambda event: "ok", **hooks)
+        self.assertEqual(calls, [("before", "B"), ("failure", "B", caught.exception)])  # the one raised
+
+    def test_a_before_send_that_raises_stops_the_batch_before_that_send(self):
+        self.take("A", "B", "C")
+        sent, failures = [], []
+
+        class Stop(Exception):
+            pass
+
+        def before_send(event_id):
+            if event_id == "B":
+                raise Stop(event_id)
+
+        with self.assertRaises(Stop):
+            dispatch(self.con, lambda event: sent.append(event["id"]) or True, before_send=before_send,
+                     on_failure=lambda event_id, error: failures.append(event_id))
+        self.assertEqual((sent, failures), (["A"], []))
+        self.assertEqual(self.sent_flags(), {"A": 1, "B": 0, "C": 0})
 
 
 if __name__ == "__main__":

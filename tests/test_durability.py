@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 
-from outbox import db, init_store, intake, pending, store
+from outbox import db, init_store, intake, operations, pending
 from sink import init_sink, inbox, receive
 from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env
 
@@ -122,7 +122,7 @@ class DurabilityTest(TempDirTestCase):
                     child.stdout.close()
                     child.stderr.close()
                 if side == "source":
-                    con = store.open_store_readonly(path)
+                    con = operations.open_store_readonly(path)
                     self.addCleanup(con.close)
                     self.assertEqual(pending(con), [{"id": "snack-7", "sku": "snack", "qty": 7}])
                 else:

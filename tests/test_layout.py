@@ -14,15 +14,31 @@ import unittest
 from tests.support import ROOT
 
 PACKAGES = ("outbox", "sink")
-# The modules that may hold SQL text: the store modules and the DB helpers.
-# sinkview.py: the publisher's read-only view of a sink DB (evidence), through the tables the contract names.
-SQL_MODULES = ("outbox/db.py", "outbox/store.py", "outbox/sinkview.py", "sink/inbox.py")
+# The modules that may hold SQL text: the store modules and the DB helpers. store.py: the kernel's SQL;
+# attempts.py, operations.py and history.py: the operator's records on the source DB, and their tables;
+# readonly.py and upgrade.py: reading without writing, and the schema history; sinkview.py: the publisher's
+# read-only view of a sink DB (evidence), through the tables the contract names.
+SQL_MODULES = ("outbox/db.py", "outbox/readonly.py", "outbox/upgrade.py", "outbox/store.py", "outbox/history.py",
+               "outbox/attempts.py", "outbox/operations.py", "outbox/sinkview.py", "sink/inbox.py")
+# The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
+# order, stopping at the first failure; the sink applies each id once".
+KERNEL_MODULES = ("outbox/errors.py", "outbox/event.py", "outbox/db.py", "outbox/store.py", "outbox/dispatch.py",
+                  "outbox/sender.py", "sink/inbox.py")
+# What the kernel may import besides itself, and these import nothing else: store.init_store gives a new file
+# the operator's history tables (history.py, their schema alone) and upgrades an older file (upgrade.py);
+# sink.inbox's read-only opener and status use readonly.py and timestamps.py. Never an operator module
+# (attempts, operations, relay, evidence, ...): dispatch takes their bookkeeping as hooks.
+KERNEL_HELPERS = ("outbox/history.py", "outbox/upgrade.py", "outbox/readonly.py", "outbox/timestamps.py")
 # The only module that may import an HTTP client.
 HTTP_CLIENT_MODULES = ("outbox/sender.py",)
 HTTP_CLIENT_IMPORTS = ("urllib.request", "http.client")
 # What the sink may take from the publisher's package: the event rules, the errors, the DB helpers,
-# and the Prometheus text writer (pure formatting, shared so the two sides' gauges read alike).
-SINK_MAY_IMPORT_FROM_OUTBOX = ("outbox.event", "outbox.errors", "outbox.db", "outbox.prometheus")
+# the time format and the Prometheus text writer (pure formatting, shared so the two sides' lines and
+# gauges read alike).
+SINK_MAY_IMPORT_FROM_OUTBOX = ("outbox.event", "outbox.errors", "outbox.db", "outbox.readonly", "outbox.timestamps",
+                               "outbox.prometheus")
+# ... and its command line, the parser and argument types both command lines share.
+SINK_CLI_MAY_ALSO_IMPORT = ("outbox.cli_args",)
 # The edges where errors become output and an exit status.
 CLI_MODULE_PATTERNS = ("*/cli.py", "*/cli_*.py", "*/__main__.py")
 GRADER_MODULES = ("grade", "grader")
@@ -74,6 +90,18 @@ def imported_modules(relpath, tree):
 
 def is_under(module, prefix):
     return module == prefix or module.startswith(prefix + ".")
+
+
+def module_name(relpath):
+    return relpath[: -len(".py")].replace("/", ".")
+
+
+def kernel_import_violation(relpath, module):
+    """True if `relpath`, a kernel module or helper, imports `module` from the kit outside the kernel and helpers."""
+    inside = KERNEL_MODULES + KERNEL_HELPERS
+    if relpath not in inside or module.split(".")[0] not in PACKAGES or module in PACKAGES:
+        return False  # not the kernel; the standard library; or the package itself (`from outbox import db`)
+    return not any(is_under(module, module_name(path)) for path in inside)
 
 
 def docstring_nodes(tree):
@@ -128,13 +156,19 @@ class LayoutTest(unittest.TestCase):
                 return False
             if module == "outbox":
                 return False  # the `from outbox import x` entry; x itself is checked as outbox.x
-            return not any(is_under(module, allowed) for allowed in SINK_MAY_IMPORT_FROM_OUTBOX)
+            allowed = SINK_MAY_IMPORT_FROM_OUTBOX + (SINK_CLI_MAY_ALSO_IMPORT if is_cli_module(path) else ())
+            return not any(is_under(module, name) for name in allowed)
 
         self.assertEqual(self.violations(bad), [])
         bare = ["%s:%d" % (path, node.lineno) for path, tree in self.trees.items() if path.startswith("sink/")
                 for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names if alias.name == "outbox"]
         self.assertEqual(bare, [], "`import outbox` gives the sink the whole publisher")
+
+    def test_the_kernel_imports_only_the_kernel_and_its_helpers(self):
+        for relpath in KERNEL_MODULES + KERNEL_HELPERS:
+            self.assertIn(relpath, self.files)
+        self.assertEqual(self.violations(kernel_import_violation), [])
 
     def test_http_client_code_only_in_the_sender(self):
         def bad(path, module):
@@ -195,6 +229,15 @@ class RuleSelfTest(unittest.TestCase):
         self.assertIn("outbox.db", self.imports("sink/inbox.py", "from outbox import db"))
         self.assertIn("sink.server", self.imports("sink/cli.py", "from . import server"))
         self.assertIn("sink.inbox", self.imports("outbox/x.py", "from ..sink import inbox"))
+
+    def test_kernel_rule(self):
+        self.assertTrue(kernel_import_violation("outbox/dispatch.py", "outbox.attempts"))
+        self.assertTrue(kernel_import_violation("outbox/store.py", "outbox.operations.quarantine"))
+        self.assertTrue(kernel_import_violation("outbox/upgrade.py", "outbox.relay"))
+        self.assertFalse(kernel_import_violation("outbox/dispatch.py", "outbox.store.mark_sent"))
+        self.assertFalse(kernel_import_violation("sink/inbox.py", "outbox.db"))
+        self.assertFalse(kernel_import_violation("outbox/relay.py", "outbox.attempts"))
+        self.assertFalse(kernel_import_violation("outbox/store.py", "sqlite3"))
 
     def test_sql_pattern(self):
         for text in ("SELECT payload FROM outbox", "INSERT INTO t VALUES (?)", "UPDATE outbox SET sent = 1",

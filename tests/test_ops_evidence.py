@@ -7,7 +7,7 @@ import sys
 import textwrap
 import unittest
 
-from outbox import dispatch, evidence, init_store, intake, relay, sinkview, store
+from outbox import attempts, dispatch, evidence, init_store, intake, operations, relay, sinkview
 from outbox.errors import NoAnswer, UntrustedAck
 from sink import inbox
 from sink.server import make_server
@@ -16,9 +16,10 @@ from tests.test_ops_relay_loop import run_relay
 
 CRASH_AFTER_ACK = textwrap.dedent("""
     import os, sys
-    from outbox import dispatch, init_store, send_http
+    from outbox import attempts, dispatch, init_store, send_http
     con = init_store(sys.argv[1])
-    dispatch(con, lambda event: send_http(sys.argv[2], event), after_delivery=lambda event: os._exit(73))
+    dispatch(con, lambda event: send_http(sys.argv[2], event), after_delivery=lambda event: os._exit(73),
+             **attempts.hooks(con))  # as the relay and the dispatch command record it
 """)
 
 
@@ -116,7 +117,7 @@ class ReadingTest(TempDirTestCase):
     def fail(self, error, times=1):
         for _ in range(times):
             with self.assertRaises(type(error)):
-                dispatch(self.source, lambda event: (_ for _ in ()).throw(error))
+                dispatch(self.source, lambda event: (_ for _ in ()).throw(error), **attempts.hooks(self.source))
 
     def ladder(self, **options):
         return evidence.gather(self.source, "snack-7", self.sink, **options)
@@ -174,9 +175,9 @@ class ReadingTest(TempDirTestCase):
         self.assertIn("deliveries (sink):    4 (applied 1, conflict 3)", text)
 
     def test_the_history_shows_every_record_and_both_payloads_of_a_correction(self):
-        store.quarantine(self.source, "snack-7", "sink holds qty 5")
-        store.requeue(self.source, "snack-7", {"id": "snack-7", "sku": "snack", "qty": 5})
-        store.quarantine(self.source, "snack-7", "again")
+        operations.quarantine(self.source, "snack-7", "sink holds qty 5")
+        operations.requeue(self.source, "snack-7", {"id": "snack-7", "sku": "snack", "qty": 5})
+        operations.quarantine(self.source, "snack-7", "again")
         text = evidence.lines(self.ladder())
         history = [line for line in text if line.startswith("history (source):")]
         self.assertEqual(len(history), 2, text)
@@ -184,9 +185,9 @@ class ReadingTest(TempDirTestCase):
                       '"sku":"snack"}', history[0])
         self.assertIn("requeued on", history[0])
         self.assertIn("(again)", history[1])
-        store.requeue(self.source, "snack-7")
+        operations.requeue(self.source, "snack-7")
         self.fail(UntrustedAck("status 400", kind="rejected"))
-        store.retry(self.source, "snack-7")
+        operations.retry(self.source, "snack-7")
         text = evidence.lines(self.ladder())
         self.assertTrue(any(line.startswith("history (source):     retried on") and "1 refused (last failure: "
                             "rejected)" in line for line in text), text)

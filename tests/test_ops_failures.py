@@ -8,9 +8,8 @@ kind and counts only the permanent ones toward the relay's alert.
 import json
 import unittest
 
-from outbox import dispatch, failures, init_store, intake, send_http, store
+from outbox import attempts, dispatch, failures, init_store, intake, operations, send_http
 from outbox.errors import DeliveryError, NoAnswer, NotAcknowledged, OutboxError, UntrustedAck
-from outbox.relay import Stopping
 from tests.support import LoopbackServer, TempDirTestCase, free_loopback_socket, reply
 
 EVENT = {"id": "snack-7", "sku": "crisps", "qty": 2}
@@ -75,7 +74,7 @@ class KindOfTest(unittest.TestCase):
             (NoAnswer("x"), "no-answer"), (UntrustedAck("x"), "untrusted-ack"),
             (UntrustedAck("x", kind="conflict"), "conflict"), (DeliveryError("x"), "delivery-error"),
             (DeliveryError("x", kind="made-up"), "delivery-error"), (NotAcknowledged("x"), "not-acknowledged"),
-            (Stopping("x"), "stopped"), (RuntimeError("x"), "error"), (OutboxError("x"), "error"),
+            (RuntimeError("x"), "error"), (OutboxError("x"), "error"),
         )
         for error, kind in cases:
             with self.subTest(error=repr(error)):
@@ -89,8 +88,8 @@ class KindOfTest(unittest.TestCase):
         self.assertEqual(failures.TRANSIENT, {"no-answer", "server-error"})
         self.assertEqual(failures.TRANSIENT & failures.PERMANENT, set())
         self.assertLessEqual(failures.TRANSIENT | failures.PERMANENT, set(failures.KINDS))
-        for kind in ("stopped", "error"):
-            self.assertFalse(failures.is_transient(kind) or failures.is_permanent(kind), kind)
+        self.assertFalse(failures.is_transient("error") or failures.is_permanent("error"))
+        self.assertNotIn("stopped", failures.KINDS)  # a relay's stop is not a failure: it is never recorded
 
 
 class AttemptRecordKindTest(TempDirTestCase):
@@ -102,15 +101,15 @@ class AttemptRecordKindTest(TempDirTestCase):
                                      (UntrustedAck("status 409", kind="conflict"), "conflict", 1),
                                      (UntrustedAck("status 503", kind="server-error"), "server-error", 1),
                                      (UntrustedAck("status 400", kind="rejected"), "rejected", 2),
-                                     (Stopping("stopping"), "stopped", 2)):
+                                     (RuntimeError("sender bug"), "error", 2)):
             with self.assertRaises(type(error)):
-                dispatch(con, lambda event: (_ for _ in ()).throw(error))
-            head = store.head(con)
+                dispatch(con, lambda event: (_ for _ in ()).throw(error), **attempts.hooks(con))
+            head = operations.head(con)
             self.assertEqual((head["last_error_kind"], head["permanent_failures"]), (kind, refused))
-        self.assertEqual(store.head(con)["attempts"], 5)
+        self.assertEqual(operations.head(con)["attempts"], 5)
         with self.assertRaises(NotAcknowledged):
-            dispatch(con, lambda event: "ok")
-        self.assertEqual((store.head(con)["last_error_kind"], store.head(con)["permanent_failures"]),
+            dispatch(con, lambda event: "ok", **attempts.hooks(con))
+        self.assertEqual((operations.head(con)["last_error_kind"], operations.head(con)["permanent_failures"]),
                          ("not-acknowledged", 3))
 
     def test_a_409_is_recorded_as_a_conflict_not_an_untrusted_ack(self):
@@ -119,8 +118,8 @@ class AttemptRecordKindTest(TempDirTestCase):
         intake(con, EVENT)
         with LoopbackServer(answering(409, '{"error": "conflict"}')) as server:
             with self.assertRaises(UntrustedAck):
-                dispatch(con, lambda event: send_http(server.url(), event, timeout=5))
-        head = store.head(con)
+                dispatch(con, lambda event: send_http(server.url(), event, timeout=5), **attempts.hooks(con))
+        head = operations.head(con)
         self.assertEqual(head["last_error_kind"], "conflict")
         self.assertIn("status 409", head["last_error"])
 

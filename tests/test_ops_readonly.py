@@ -17,7 +17,7 @@ import subprocess
 import sys
 import unittest
 
-from outbox import init_store, intake_many, mark_sent, store
+from outbox import init_store, intake_many, mark_sent, operations
 from sink import inbox
 from tests.support import TempDirTestCase, file_bytes, python_env, tree_listing
 
@@ -47,7 +47,7 @@ class ReadOnlyDirectoryTest(TempDirTestCase):
         con = init_store(self.source)
         intake_many(con, [{"id": name, "sku": "snack", "qty": 1} for name in ("a-1", "b-2", "c-3", "d-4")])
         mark_sent(con, "a-1")
-        store.quarantine(con, "c-3", "held for the test")
+        operations.quarantine(con, "c-3", "held for the test")
         con.close()
         con = inbox.init_sink(self.sink)
         inbox.receive(con, {"id": "a-1", "sku": "snack", "qty": 1})

@@ -1,6 +1,5 @@
 """Issue 7: the relay through real subprocesses against a real sink server: the poison head story, SIGTERM."""
 import json
-import os
 import signal
 import socket
 import sqlite3

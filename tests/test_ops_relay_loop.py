@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from outbox import init_store, intake_many, relay, store
+from outbox import init_store, intake_many, operations, relay
 from outbox.errors import NoAnswer, UntrustedAck
 from tests.support import TempDirTestCase
 
@@ -88,7 +88,7 @@ class RelayTestCase(TempDirTestCase):
         return run_relay(self.db, send, **options)
 
     def read(self, call):
-        con = store.open_store_readonly(self.db)
+        con = operations.open_store_readonly(self.db)
         try:
             return call(con)
         finally:
@@ -98,7 +98,7 @@ class RelayTestCase(TempDirTestCase):
         return self.read(lambda con: con.execute("SELECT count(*) FROM outbox WHERE sent = 1").fetchone()[0])
 
     def head(self):
-        return self.read(store.head)
+        return self.read(operations.head)
 
     def said(self, words):
         return [line for line in self.lines if words in line]
@@ -155,7 +155,7 @@ class PermanentFailureTest(RelayTestCase):
         self.assertIn("3 of 3 before the alert", self.lines[-1])
         head = self.head()
         self.assertEqual((head["attempts"], head["permanent_failures"], head["last_error_kind"]), (3, 3, "conflict"))
-        self.assertEqual(self.read(store.figures)["pending"], 3)  # nothing skipped
+        self.assertEqual(self.read(operations.figures)["pending"], 3)  # nothing skipped
         with self.assertRaises(relay.HeadStuck):
             self.relay(send)  # started again: the alert at once, no fourth send
         self.assertEqual(self.sent, ["item-00"] * 3)
@@ -165,7 +165,7 @@ class PermanentFailureTest(RelayTestCase):
             self.relay(conflict)
         con = init_store(self.db)
         try:
-            reset = store.retry(con, "item-00")
+            reset = operations.retry(con, "item-00")
         finally:
             con.close()
         self.assertEqual((reset["attempts"], reset["permanent_failures"], reset["last_error_kind"]), (3, 3, "conflict"))
@@ -309,13 +309,45 @@ class StopTest(RelayTestCase):
 
         self.assertEqual(self.relay(send, stop=lambda: bool(self.sent), once=False), 1)
         self.assertEqual(self.sent, ["item-00"])
-        self.assertEqual(self.head()["id"], "item-01")
-        self.assertEqual(self.head()["last_error_kind"], "stopped")
-        self.assertEqual(self.head()["permanent_failures"], 0)
+        head = self.head()
+        self.assertEqual(head["id"], "item-01")
+        # Not sent, so not tried: a stop is no attempt and no failure.
+        self.assertEqual((head["attempts"], head["last_error_kind"], head["permanent_failures"]), (0, None, 0))
+
+    def test_a_stop_just_before_the_head_s_send_leaves_its_attempt_record_as_it_was(self):
+        """Issue 18's report: such a stop counted an attempt and overwrote the head's last failure kind."""
+        def refuse(event):
+            self.sent.append(event["id"])
+            conflict(event)
+
+        with self.assertRaises(relay.HeadStuck):
+            self.relay(refuse, max_attempts=2)
+        before = self.head()
+        self.assertEqual((before["attempts"], before["permanent_failures"], before["last_error_kind"]),
+                         (2, 2, "conflict"))
+        con = init_store(self.db)
+        try:  # one refusal below the alert, so the next run reaches the send
+            con.execute("UPDATE outbox SET attempts = 4, permanent_failures = 1, last_error = 'UntrustedAck: 409' "
+                        "WHERE event_id = 'item-00'")
+        finally:
+            con.close()
+        looks = []
+
+        def stop():
+            looks.append(True)
+            return len(looks) > 1  # the loop's own look is before the round: the stop comes just after it
+
+        tally = relay.Tally()
+        self.assertEqual(self.relay(refuse, stop=stop, once=False, tally=tally), 0)
+        self.assertEqual(self.sent, ["item-00"] * 2)  # no third send
+        after = self.head()
+        self.assertEqual((after["attempts"], after["permanent_failures"], after["last_error_kind"],
+                          after["last_error"]), (4, 1, "conflict", "UntrustedAck: 409"))
+        self.assertEqual((tally.attempts, tally.failures), (0, {}))
 
     def test_once_delivers_everything_then_returns(self):
         self.assertEqual(self.relay(lambda event: True, limit=2), 3)
-        self.assertEqual(self.read(store.figures)["pending"], 0)
+        self.assertEqual(self.read(operations.figures)["pending"], 0)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import sqlite3
 import time
 import unittest
 
-from outbox import db, dispatch, init_store, intake, intake_many, mark_sent, pending
-from outbox import backoff, prometheus, retention, store
+from outbox import dispatch, init_store, intake, intake_many, mark_sent, pending
+from outbox import attempts, backoff, operations, prometheus, retention, store
 from outbox.cli_ops import render_status
 from outbox.errors import Conflict, NotAcknowledged, OutboxError, UntrustedAck, WrongDatabase
 from sink import inbox, metrics
@@ -36,7 +36,7 @@ class UpgradeTest(TempDirTestCase):
         self.assertEqual([e["id"] for e in pending(con)], ["a-1", "m-1"])
         self.assertEqual(intake(con, ev("b-1")), 4)  # the seq counter survived
         self.assertTrue(mark_sent(con, "a-1"))
-        store.quarantine(con, "m-1", "test")
+        operations.quarantine(con, "m-1", "test")
         self.assertEqual([e["id"] for e in pending(con)], ["b-1"])
 
     def test_an_upgrade_that_fails_half_way_leaves_the_file_as_it_was(self):
@@ -59,7 +59,7 @@ class UpgradeTest(TempDirTestCase):
         build_v1(path, ["a-1"])
         before = file_bytes(path)
         with self.assertRaises(WrongDatabase) as caught:
-            store.open_store_readonly(path)
+            operations.open_store_readonly(path)
         self.assertIn("python -m outbox upgrade --db %s" % path, str(caught.exception))
         self.assertEqual(file_bytes(path), before)
 
@@ -70,7 +70,7 @@ class UpgradeTest(TempDirTestCase):
         con.execute("PRAGMA user_version = %d" % (store.SCHEMA_VERSION + 1))
         con.close()
         before = file_bytes(path)
-        for opener in (init_store, store.open_store_readonly):
+        for opener in (init_store, operations.open_store_readonly):
             with self.assertRaises(WrongDatabase) as caught:
                 opener(path)
             self.assertIn("newer release", str(caught.exception))
@@ -103,7 +103,7 @@ class AttemptRecordTest(TempDirTestCase):
                 other.close()
             return True
 
-        self.assertEqual(dispatch(con, send), 1)
+        self.assertEqual(dispatch(con, send, **attempts.hooks(con)), 1)
         self.assertEqual(seen, [1])
         self.assertEqual(con.execute("PRAGMA synchronous").fetchone()[0], 2)  # restored to FULL
 
@@ -114,23 +114,23 @@ class AttemptRecordTest(TempDirTestCase):
         boom = RuntimeError("refused\nsecond line " + "x" * 600)
         for attempt in (1, 2):
             with self.assertRaises(RuntimeError) as caught:
-                dispatch(con, lambda e: (_ for _ in ()).throw(boom))
+                dispatch(con, lambda e: (_ for _ in ()).throw(boom), **attempts.hooks(con))
             self.assertIs(caught.exception, boom)
-        head = store.head(con)
+        head = operations.head(con)
         self.assertEqual(head["attempts"], 2)
         self.assertTrue(head["last_error"].startswith("RuntimeError: refused second line x"))
         self.assertLessEqual(len(head["last_error"]), 500)
         self.assertNotIn("\n", head["last_error"])
         with self.assertRaises(OutboxError):
-            dispatch(con, lambda e: "ok")
-        self.assertIn("NotAcknowledged", store.head(con)["last_error"])
+            dispatch(con, lambda e: "ok", **attempts.hooks(con))
+        self.assertIn("NotAcknowledged", operations.head(con)["last_error"])
 
     def test_bookkeeping_keeps_a_lower_synchronous_setting(self):
         con = init_store(self.path("s.db"))
         self.addCleanup(con.close)
         con.execute("PRAGMA synchronous = OFF")
         intake(con, ev("a"))
-        store.record_attempt(con, "a")
+        attempts.record_attempt(con, "a")
         self.assertEqual(con.execute("PRAGMA synchronous").fetchone()[0], 0)
 
 
@@ -144,19 +144,19 @@ class QuarantineTest(TempDirTestCase):
 
     def test_quarantine_leaves_the_line_records_overtakers_and_requeue_goes_to_the_tail(self):
         con = self.con
-        store.quarantine(con, "a", "sink refuses it")
+        operations.quarantine(con, "a", "sink refuses it")
         self.assertEqual([e["id"] for e in pending(con)], ["b", "c", "d"])
         self.assertEqual(con.execute("SELECT sent FROM outbox WHERE event_id = 'a'").fetchone()[0], 0)
         self.assertEqual(dispatch(con, lambda e: True, 2), 2)
-        figures = store.figures(con)
+        figures = operations.figures(con)
         self.assertEqual((figures["pending"], figures["sent"], figures["quarantined"]), (1, 2, 1))
-        new_seq = store.requeue(con, "a", ev("a", qty=3))
+        new_seq = operations.requeue(con, "a", ev("a", qty=3))
         self.assertEqual(new_seq, 5)
         self.assertEqual(intake(con, ev("e")), 6)  # the counter moved with it: no seq is ever reused
         self.assertEqual([e["id"] for e in pending(con)], ["d", "a", "e"])
         self.assertEqual(pending(con)[1], ev("a", qty=3))
         self.assertEqual(con.execute("SELECT qty FROM orders WHERE id = 'a'").fetchone()[0], 3)
-        _, row, _ = store.observe(con, "a")
+        _, row, _ = operations.observe(con, "a")
         self.assertEqual(row["quarantine"]["seq"], 1)
         self.assertEqual(row["quarantine"]["new_seq"], 5)
         self.assertEqual(row["quarantine"]["overtaken_by"], [2, 3])
@@ -166,16 +166,16 @@ class QuarantineTest(TempDirTestCase):
     def test_refusals_change_nothing(self):
         con = self.con
         mark_sent(con, "b")
-        store.quarantine(con, "c", "x")
+        operations.quarantine(con, "c", "x")
         snapshot = lambda: (con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
                             con.execute("SELECT * FROM orders ORDER BY id").fetchall(),
                             con.execute("SELECT * FROM quarantines").fetchall())
         before = snapshot()
-        for call in (lambda: store.quarantine(con, "b", "sent"), lambda: store.quarantine(con, "nope", "x"),
-                     lambda: store.quarantine(con, "c", "again"), lambda: store.requeue(con, "b"),
-                     lambda: store.requeue(con, "nope"), lambda: store.requeue(con, "a"),
-                     lambda: store.requeue(con, "c", ev("other")), lambda: store.requeue(con, "c", ev("c", qty=0)),
-                     lambda: store.quarantine(con, "a", ""), lambda: store.quarantine(con, "a", "two\nlines")):
+        for call in (lambda: operations.quarantine(con, "b", "sent"), lambda: operations.quarantine(con, "nope", "x"),
+                     lambda: operations.quarantine(con, "c", "again"), lambda: operations.requeue(con, "b"),
+                     lambda: operations.requeue(con, "nope"), lambda: operations.requeue(con, "a"),
+                     lambda: operations.requeue(con, "c", ev("other")), lambda: operations.requeue(con, "c", ev("c", qty=0)),
+                     lambda: operations.quarantine(con, "a", ""), lambda: operations.quarantine(con, "a", "two\nlines")):
             with self.assertRaises((OutboxError, ValueError)):
                 call()
         self.assertEqual(snapshot(), before)
@@ -184,7 +184,7 @@ class QuarantineTest(TempDirTestCase):
         con = self.con
         mark_sent(con, "a")
         mark_sent(con, "b")
-        store.quarantine(con, "c", "x")
+        operations.quarantine(con, "c", "x")
         self.assertEqual(retention.purge(con, 3600), 0)
         self.assertEqual(retention.purge(con, 0, batch=1), 2)
         self.assertEqual(con.execute("SELECT event_id FROM outbox ORDER BY seq").fetchall(), [("c",), ("d",)])
@@ -224,15 +224,15 @@ class HistoryTest(TempDirTestCase):
             intake(self.con, ev(event_id))
 
     def history(self, event_id):
-        return store.observe(self.con, event_id)[2]
+        return operations.observe(self.con, event_id)[2]
 
     def test_every_quarantine_of_an_id_is_kept_with_its_own_overtakers(self):
         con = self.con
-        store.quarantine(con, "a", "first")
+        operations.quarantine(con, "a", "first")
         self.assertTrue(mark_sent(con, "b"))
-        store.requeue(con, "a", ev("a", qty=4))  # a goes to seq 6
+        operations.requeue(con, "a", ev("a", qty=4))  # a goes to seq 6
         self.assertTrue(mark_sent(con, "c"))  # after the requeue: no longer an overtaker of the first record
-        store.quarantine(con, "a", "second")
+        operations.quarantine(con, "a", "second")
         self.assertTrue(mark_sent(con, "d"))  # seq 4 < 6: not an overtaker of the second either
         intake(con, ev("f"))
         self.assertTrue(mark_sent(con, "f"))  # seq 7 > 6: overtakes the second
@@ -241,7 +241,7 @@ class HistoryTest(TempDirTestCase):
                          [("first", 1, 6, [2]), ("second", 6, None, [7])])
         self.assertEqual(records[0]["original_payload"], '{"id":"a","qty":1,"sku":"snack"}')
         self.assertEqual(records[0]["corrected_payload"], '{"id":"a","qty":4,"sku":"snack"}')
-        _, row, _ = store.observe(con, "a")
+        _, row, _ = operations.observe(con, "a")
         self.assertEqual(row["quarantine"]["reason"], "second")  # the latest, as before
 
     def test_a_requeued_item_starts_with_no_refusals_and_the_record_keeps_them(self):
@@ -249,48 +249,65 @@ class HistoryTest(TempDirTestCase):
         refusal = UntrustedAck("POST: status 409; not marking it sent", kind="conflict")
         for _ in range(2):
             with self.assertRaises(UntrustedAck):
-                dispatch(con, lambda event: (_ for _ in ()).throw(refusal))
-        self.assertEqual(store.head(con)["permanent_failures"], 2)
-        store.quarantine(con, "a", "refused")
-        store.requeue(con, "a")
-        _, row, history = store.observe(con, "a")
+                dispatch(con, lambda event: (_ for _ in ()).throw(refusal), **attempts.hooks(con))
+        self.assertEqual(operations.head(con)["permanent_failures"], 2)
+        operations.quarantine(con, "a", "refused")
+        operations.requeue(con, "a")
+        _, row, history = operations.observe(con, "a")
         self.assertEqual((row["attempts"], row["permanent_failures"], row["last_error"], row["last_error_kind"]),
                          (0, 0, None, None))
         self.assertEqual(history["quarantines"][0]["attempts"], 2)
 
     def test_a_requeue_without_a_correction_records_no_payloads(self):
-        store.quarantine(self.con, "a", "x")
-        store.requeue(self.con, "a")
+        operations.quarantine(self.con, "a", "x")
+        operations.requeue(self.con, "a")
         record = self.history("a")["quarantines"][0]
         self.assertEqual((record["original_payload"], record["corrected_payload"]), (None, None))
 
     def test_purge_never_deletes_the_history(self):
         con = self.con
-        store.quarantine(con, "a", "held")
-        store.record_failure(con, "b", NotAcknowledged("no"))
-        store.retry(con, "b")
+        operations.quarantine(con, "a", "held")
+        attempts.record_failure(con, "b", NotAcknowledged("no"))
+        operations.retry(con, "b")
         dispatch(con, lambda event: True)  # b, c, d, e overtake a
-        store.requeue(con, "a", ev("a", qty=2))
+        operations.requeue(con, "a", ev("a", qty=2))
         dispatch(con, lambda event: True)
         self.assertEqual(retention.purge(con, 0), 5)
         self.assertEqual(con.execute("SELECT count(*) FROM outbox").fetchone()[0], 0)
-        order, row, history = store.observe(con, "a")
+        order, row, history = operations.observe(con, "a")
         self.assertIsNone(row)
         self.assertEqual(order["qty"], 2)
         self.assertEqual(len(history["quarantines"]), 1)
         self.assertEqual(history["quarantines"][0]["overtaken_by"], [2, 3, 4, 5])
-        self.assertEqual(len(store.observe(con, "b")[2]["retries"]), 1)
+        self.assertEqual(len(operations.observe(con, "b")[2]["retries"]), 1)
+
+    def test_the_overtakers_of_an_open_quarantine_outlive_a_purge_and_end_at_its_requeue(self):
+        con = self.con
+        overtakers = lambda: self.history("a")["quarantines"][0]["overtaken_by"]
+        operations.quarantine(con, "a", "held")
+        self.assertEqual(dispatch(con, lambda event: True), 4)  # b, c, d, e overtake a
+        self.assertEqual(overtakers(), [2, 3, 4, 5])
+        self.assertEqual(retention.purge(con, 0), 4)
+        self.assertEqual(overtakers(), [2, 3, 4, 5])  # the purge kept what it deleted
+        intake(con, ev("f"))
+        self.assertTrue(mark_sent(con, "f"))
+        self.assertEqual(overtakers(), [2, 3, 4, 5, 6])
+        self.assertEqual(operations.requeue(con, "a"), 7)
+        intake(con, ev("g"))
+        self.assertEqual(dispatch(con, lambda event: True), 2)  # a, then g: after the requeue, no overtaker
+        self.assertEqual(retention.purge(con, 0), 3)
+        self.assertEqual(overtakers(), [2, 3, 4, 5, 6])
 
     def test_retry_resets_the_attempt_record_in_place_and_keeps_it(self):
         con = self.con
         for _ in range(3):
             with self.assertRaises(NotAcknowledged):
-                dispatch(con, lambda event: False)
-        reset = store.retry(con, "a")
+                dispatch(con, lambda event: False, **attempts.hooks(con))
+        reset = operations.retry(con, "a")
         self.assertEqual(reset, {"attempts": 3, "permanent_failures": 3, "last_error_kind": "not-acknowledged",
                                  "last_error": reset["last_error"]})
         self.assertIn("NotAcknowledged", reset["last_error"])
-        head = store.head(con)
+        head = operations.head(con)
         self.assertEqual((head["id"], head["seq"], head["attempts"], head["permanent_failures"], head["last_error"],
                           head["last_error_kind"]), ("a", 1, 0, 0, None, None))
         record = self.history("a")["retries"][0]
@@ -301,28 +318,28 @@ class HistoryTest(TempDirTestCase):
     def test_retry_refuses_a_sent_unknown_or_quarantined_id_and_changes_nothing(self):
         con = self.con
         mark_sent(con, "b")
-        store.quarantine(con, "c", "held")
+        operations.quarantine(con, "c", "held")
         before = (con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
                   con.execute("SELECT count(*) FROM retries").fetchone()[0])
         for event_id, words in (("b", "it is sent"), ("nope", "no outbox row"), ("c", "requeue")):
             with self.assertRaises(OutboxError) as caught:
-                store.retry(con, event_id)
+                operations.retry(con, event_id)
             self.assertIn(words, str(caught.exception))
         self.assertEqual((con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
                           con.execute("SELECT count(*) FROM retries").fetchone()[0]), before)
 
     def test_quarantined_lists_every_item_out_of_line_in_seq_order(self):
         con = self.con
-        store.quarantine(con, "d", "fourth")
-        store.record_failure(con, "b", NotAcknowledged("no"))
-        store.quarantine(con, "b", "second")
+        operations.quarantine(con, "d", "fourth")
+        attempts.record_failure(con, "b", NotAcknowledged("no"))
+        operations.quarantine(con, "b", "second")
         mark_sent(con, "a")
-        items = store.quarantined(con)
+        items = operations.quarantined(con)
         self.assertEqual([(i["id"], i["seq"], i["reason"], i["permanent_failures"], i["last_error_kind"])
                           for i in items], [("b", 2, "second", 1, "not-acknowledged"), ("d", 4, "fourth", 0, None)])
         self.assertTrue(all(i["quarantined_at"] <= time.time() for i in items))
-        store.requeue(con, "b")
-        self.assertEqual([i["id"] for i in store.quarantined(con)], ["d"])
+        operations.requeue(con, "b")
+        self.assertEqual([i["id"] for i in operations.quarantined(con)], ["d"])
 
 
 class FiguresTest(TempDirTestCase):
@@ -336,7 +353,7 @@ class FiguresTest(TempDirTestCase):
         for event_id, age in (("a", 7200), ("b", 3600), ("c", 60)):
             con.execute("UPDATE outbox SET created_at = ? WHERE event_id = ?", (now - age, event_id))
         mark_sent(con, "a")
-        figures = store.figures(con)
+        figures = operations.figures(con)
         self.assertAlmostEqual(figures["oldest_pending_age_s"], 3600, delta=30)
         self.assertEqual(figures["head"]["id"], "b")
         samples = parse_prometheus(render_status(figures))
@@ -371,7 +388,7 @@ class MetricsTextTest(TempDirTestCase):
         """Each can go down as well as up: typed as a counter, rate() and alerts on it would lie."""
         con = init_store(self.path("s.db"))
         self.addCleanup(con.close)
-        text = render_status(store.figures(con))
+        text = render_status(operations.figures(con))
         types = re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
         self.assertGreaterEqual(len(types), 7)
         self.assertEqual({kind for _, kind in types}, {"gauge"})
@@ -383,8 +400,8 @@ class MetricsTextTest(TempDirTestCase):
         intake(con, ev("a"))
         intake(con, ev("b"))
         mark_sent(con, "a")
-        store.record_attempt(con, "b")
-        samples = parse_prometheus(render_status(store.figures(con)))
+        attempts.record_attempt(con, "b")
+        samples = parse_prometheus(render_status(operations.figures(con)))
         self.assertEqual(samples[("outbox_pending", ())], 1)
         self.assertEqual(samples[("outbox_sent", ())], 1)
         self.assertEqual(samples[("outbox_quarantined", ())], 0)

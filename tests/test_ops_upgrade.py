@@ -12,7 +12,7 @@ import subprocess
 import sys
 import unittest
 
-from outbox import init_store, store
+from outbox import init_store, operations, store
 from outbox.errors import WrongDatabase
 from tests import fixtures
 from tests.support import ROOT, TempDirTestCase, file_bytes, python_env, tree_listing
@@ -123,6 +123,24 @@ class UpgradeTest(TempDirTestCase):
         self.assertEqual((refused["outbox"]["attempts"], refused["outbox"]["permanent_failures"]), (5, 0))
         self.assertIn("5 attempt(s) so far, none refused: the relay sends it again", refused["reading"])
 
+    def test_an_upgraded_file_has_the_schema_a_new_file_gets(self):
+        """outbox.upgrade's history and outbox.store.SCHEMA end alike: every table, column, index and constraint."""
+        def shape(path):
+            con = sqlite3.connect(path)
+            try:
+                return sorted((kind, name, "".join(sql.split())) for kind, name, sql in con.execute(
+                    "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+            finally:
+                con.close()
+
+        new = self.path("new.db")
+        init_store(new).close()
+        for schema in (1, 2):
+            with self.subTest(schema=schema):
+                path = self.old_file(schema)
+                init_store(path).close()
+                self.assertEqual(shape(path), shape(new))
+
     def test_an_upgrade_that_fails_half_way_leaves_the_file_as_it_was(self):
         for schema in (1, 2):
             with self.subTest(schema=schema):
@@ -149,7 +167,7 @@ class UpgradeTest(TempDirTestCase):
                     self.assertIn("python -m outbox upgrade --db %s" % path, result.stderr)
                     self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
             with self.assertRaises(WrongDatabase):
-                store.open_store_readonly(path)
+                operations.open_store_readonly(path)
             self.assertEqual((tree_listing(self.tmp), file_bytes(path)), (listing, before))
 
     def test_the_fixtures_are_what_their_releases_wrote(self):

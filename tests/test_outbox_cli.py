@@ -1,11 +1,13 @@
 """python -m outbox: intake, pending, dispatch, status against a real sink subprocess."""
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import unittest
 
-from tests.support import LoopbackServer, ROOT, TempDirTestCase, python_env, reply
+from tests.support import (LoopbackServer, ROOT, TempDirTestCase, build_v1, file_bytes, python_env, reply,
+                           tree_listing)
 
 
 def outbox(*args):
@@ -70,6 +72,31 @@ class OutboxCliTest(TempDirTestCase):
         for never_created in ("missing.db", "new.db"):
             self.assertFalse(os.path.exists(self.path(never_created)), never_created)
         self.assertIn("pending 1, sent 0", outbox("status", "--db", db).stdout)
+
+    def test_arguments_are_checked_before_the_db_is_opened_or_upgraded(self):
+        """Issue 19: a bad --limit on a file of an earlier release exits 2 and leaves it as it was."""
+        db = self.path("old.db")
+        build_v1(db, ["a-1"])
+        listing, before = tree_listing(self.tmp), file_bytes(db)
+        url = "http://127.0.0.1:9/events"
+        for args in (["dispatch", "--db", db, "--url", url, "--limit", "17"],
+                     ["dispatch", "--db", db, "--url", url, "--limit", "0"],
+                     ["dispatch", "--db", db, "--url", url, "--timeout", "0"],
+                     ["dispatch", "--db", db, "--url", "http://127.1/events"],
+                     ["relay", "--db", db, "--url", url, "--limit", "17", "--once"],
+                     ["pending", "--db", db, "--limit", "17"]):
+            with self.subTest(args=args):
+                result = outbox(*args)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual((tree_listing(self.tmp), file_bytes(db)), (listing, before))
+        # Arguments that pass get that far: the same dispatch upgrades the file, then fails to deliver.
+        result = outbox("dispatch", "--db", db, "--url", url, "--limit", "16", "--timeout", "1")
+        self.assertEqual(result.returncode, 1, result.stderr)
+        con = sqlite3.connect(db)
+        try:
+            self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 3)
+        finally:
+            con.close()
 
 
 if __name__ == "__main__":

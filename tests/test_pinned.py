@@ -10,8 +10,7 @@ import sqlite3
 import threading
 
 from outbox import WrongDatabase, dispatch, init_store, intake, mark_sent, pending
-from outbox import db as outbox_db
-from outbox import store
+from outbox import operations, readonly, store
 from sink import inbox, init_sink, receive
 from tests.support import DEADLINE, LoopbackServer, TempDirTestCase, echo_ack, ev, run_cli
 
@@ -87,7 +86,7 @@ class UnknownVersionIsRefusedUnchangedTest(TempDirTestCase):
 
     def test_source(self):
         self.assert_refused_unchanged(init_store, init_store, "source.db")
-        self.assert_refused_unchanged(init_store, store.open_store_readonly, "source-ro.db")
+        self.assert_refused_unchanged(init_store, operations.open_store_readonly, "source-ro.db")
 
     def test_sink(self):
         self.assert_refused_unchanged(init_sink, init_sink, "sink.db")
@@ -103,8 +102,8 @@ class ReadOnlyConnectionCannotWriteTest(TempDirTestCase):
         intake(con, ev("a"))
         con.close()
         before = read_bytes(path)
-        reader = outbox_db.open_readonly(path, application_id=store.APPLICATION_ID,
-                                         version=store.SCHEMA_VERSION, kind="source")
+        reader = readonly.open_readonly(path, application_id=store.APPLICATION_ID,
+                                        version=store.SCHEMA_VERSION, kind="source")
         try:
             reader.execute("PRAGMA query_only = OFF")
             self.assertEqual(reader.execute("PRAGMA query_only").fetchone()[0], 0)
@@ -181,7 +180,7 @@ class CliTest(TempDirTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(delivered, ["a", "b"])
         self.assertIn("marked 2 sent", result.stdout)
-        con = store.open_store_readonly(db)
+        con = operations.open_store_readonly(db)
         try:
             self.assertEqual([event["id"] for event in pending(con)], ["c"])
         finally:

@@ -7,6 +7,8 @@ import socket
 import subprocess
 
 from outbox import store
+from outbox.cli_args import loopback_host_arg
+from outbox.sender import check_url
 from sink import cli, faults, init_sink, receive
 from tests.support import (
     DEADLINE, EVENT, PYTHON, Child, TempDirTestCase, body_of, free_loopback_socket, post, python_env, request_bytes,
@@ -203,12 +205,16 @@ class UsageTest(CliTestCase):
 
     def test_host_must_be_a_loopback_literal(self):
         # Checked on the argument parser's type function alone: a name or a
-        # wildcard must never reach bind() or the resolver from a test.
-        for host in ("0.0.0.0", "::", "example.com", "10.0.0.1", "127.0.0.1.", "", "::ffff:8.8.8.8"):
+        # wildcard must never reach bind() or the resolver from a test. The
+        # rule is the sender's, so the sink listens where a URL may point.
+        for host in ("0.0.0.0", "::", "example.com", "10.0.0.1", "127.0.0.1.", "", "::ffff:8.8.8.8",
+                     "127.000.0.1", "127.0.0.256", "127.1", "0::1", "[::]"):
             with self.subTest(host=host), self.assertRaises(argparse.ArgumentTypeError):
-                cli._loopback_host(host)
-        for host in ("127.0.0.1", "127.1.2.3", "localhost", "::1"):
-            self.assertEqual(cli._loopback_host(host), host)
+                loopback_host_arg(host)
+        for host, bound in (("127.0.0.1", "127.0.0.1"), ("127.1.2.3", "127.1.2.3"), ("localhost", "localhost"),
+                            ("LOCALHOST", "localhost"), ("::1", "::1"), ("[::1]", "::1")):
+            self.assertEqual(loopback_host_arg(host), bound)
+            self.assertIsNotNone(check_url("http://%s:1/events" % ("[::1]" if bound == "::1" else host)))
 
     def test_help_documents_commands_faults_exit_status_and_defaults(self):
         status, top, _ = self.run_sink("--help")
@@ -242,7 +248,7 @@ class ShowTest(CliTestCase):
         rows = [line.split() for line in stdout.splitlines()]
         self.assertIn(["apple", "3"], rows)
         self.assertIn(["pear", "5"], rows)
-        outcomes = [(row[0], row[3], row[4]) for row in rows if len(row) == 6 and row[0].isdigit()]
+        outcomes = [(row[0], row[2], row[3]) for row in rows if len(row) == 5 and row[0].isdigit()]
         self.assertEqual(
             outcomes,
             [("1", "applied", "e1"), ("2", "applied", "e2"), ("3", "duplicate", "e1"), ("4", "conflict", "e1")],

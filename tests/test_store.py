@@ -5,7 +5,8 @@ import unittest
 from unittest import mock
 
 from outbox import Conflict, InvalidEvent, WrongDatabase, init_store, intake, mark_sent, pending
-from outbox.store import PENDING_SQL, open_store_readonly
+from outbox.operations import open_store_readonly, quarantine
+from outbox.store import PENDING_SQL
 from sink import init_sink
 from tests.support import TempDirTestCase, ev
 
@@ -220,6 +221,17 @@ class MarkSentTest(TempDirTestCase):
             mark_sent(self.con, "nope")
         self.assertEqual(snapshot(self.con), before)
         self.assertFalse(self.con.in_transaction)
+
+    def test_it_writes_that_row_and_nothing_else_even_past_a_quarantine(self):
+        """Issue 19: the reordering a quarantine causes is the operator module's to record, not mark_sent's."""
+        quarantine(self.con, "a", "held")
+        tables = [name for (name,) in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        others = lambda: {name: self.con.execute("SELECT * FROM %s" % name).fetchall()  # names from sqlite_master
+                          for name in tables if name != "outbox"}
+        before, changes = others(), self.con.total_changes
+        self.assertIs(mark_sent(self.con, "b"), True)
+        self.assertEqual(self.con.total_changes - changes, 1)  # one row, in one statement
+        self.assertEqual(others(), before)
 
 
 if __name__ == "__main__":

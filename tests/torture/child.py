@@ -23,7 +23,7 @@ import re
 import sys
 import threading
 
-from outbox import DeliveryError, dispatch, init_store, intake, send_http
+from outbox import DeliveryError, attempts, dispatch, init_store, intake, send_http
 from sink import receive
 from sink.server import make_server
 
@@ -175,7 +175,8 @@ def run_publisher(args, control):
         marked = 0
         try:
             for _ in range(MAX_ROUNDS):
-                count = dispatch(con, send, args.limit, after_delivery=gate.on_ack)
+                # The attempt records the relay keeps (point 2 is after one is committed).
+                count = dispatch(con, send, args.limit, after_delivery=gate.on_ack, **attempts.hooks(con))
                 gate.checkpoint()
                 if count == 0:
                     break
