@@ -87,13 +87,13 @@ JA = {
     "quiz.right": "正解です。",
     "quiz.wrong": "不正解です。正解は {answer} です。",
     "quiz.feedback": "{verdict}{explanation}",
-    "quiz.not-a-choice": "{given!r} は選択肢にありません。{letters} で答えてください",
+    "quiz.not-a-choice": "{given!r} は選択肢にありません。{letters} のどれかで答えてください",
     "quiz.score": "クイズの結果: {count}問中{score}問正解",
     "quiz.piped-not-a-choice": "grade.py: --quiz: {n}番目の答え {given!r} は、{letters} のどれでもありません（答えは1行に1つ）",
     "quiz.ended": "grade.py: --quiz: 答えが{given}個で標準入力が終わりました。クイズは{count}問あります（答えは1行に1つ: a、b、……）",
     "quiz.reference-failed": "grade.py: --quiz: このマシンでキット自身の {name} が成功しなかったので、問いの元になる証拠がありません。期待: {expected}。観測: {observed}",
     "quiz.separator": "、",
-    "quiz.letters-or": "{letters}、{last} のどれか",
+    "quiz.letters-or": "{letters}、{last}",
 
     # The command line.
     "cli.description": "実際のプロセスで「2回の配信・1回の適用」を立証し、ワーカーのモジュールを採点します。",

@@ -314,6 +314,18 @@ class JapaneseQuizTest(unittest.TestCase):
         self.assertTrue(out.endswith("\nクイズの結果: %d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
         self.assertIn("第1問（全%d問）\nこの実行で観測したこと: crash-after-ackで、パブリッシャー1号は" % len(QUESTIONS), out)
 
+    def test_a_wrong_answer_is_refused_in_one_japanese_sentence(self):
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        proc = subprocess.run([sys.executable, GRADE, "--quiz", "--lang", "ja"], cwd=ROOT, env=environ,
+                              timeout=TIME_BOUND, input=b"a\nx\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stderr.decode("utf-8"),
+                         "grade.py: --quiz: 2番目の答え 'x' は、a、b、c、d のどれでもありません（答えは1行に1つ）\n")
+        # At a terminal the same answer is asked again.
+        letters = messages.text("ja", "quiz.letters-or", letters="a、b、c", last="d")
+        self.assertEqual(messages.text("ja", "quiz.not-a-choice", given="x", letters=letters),
+                         "'x' は選択肢にありません。a、b、c、d のどれかで答えてください")
+
     def test_the_scan_finds_english_prose(self):
         self.assertEqual(english_words("outboxは「未完了」、deliveries ['applied']、the sink answered"),
                          ["answered", "sink", "the"])
