@@ -16,7 +16,6 @@ import csv
 import html
 import json
 import os
-import pty
 import re
 import string
 import subprocess
@@ -25,7 +24,7 @@ import textwrap
 import unittest
 
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import ROOT, TempDirTestCase, python_env, write_worker
+from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, write_worker
 
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
@@ -398,28 +397,10 @@ class JapaneseClassTest(TempDirTestCase):
                 self.assertNotRegex(f.read(), JAPANESE, name)
 
     def test_the_live_progress_line_on_a_terminal_is_japanese(self):
-        master, slave = pty.openpty()
-        try:
-            environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
-            proc = subprocess.Popen([sys.executable, GRADE, "--lang", "ja", "--impl", REFERENCE, "--impl", STUB_JA,
-                                     "-k", "mark-sent"], cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=slave)
-            os.close(slave)
-            slave = None
-            out, _ = proc.communicate(timeout=TIME_BOUND)
-            seen = b""
-            while True:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the terminal's other side is closed, all read
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-        finally:
-            os.close(master)
-            if slave is not None:
-                os.close(slave)
-        self.assertEqual(proc.returncode, 1)
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        status, out, seen = run_on_a_terminal([sys.executable, GRADE, "--lang", "ja", "--impl", REFERENCE,
+                                               "--impl", STUB_JA, "-k", "mark-sent"], env=environ, timeout=TIME_BOUND)
+        self.assertEqual(status, 1)
         updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
         self.assertTrue(updates)
         for update in updates:
