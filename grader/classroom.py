@@ -127,7 +127,8 @@ class Graded:
             self.by_name[result["name"]] = result
         self.tasks -= 1
         if self.done():
-            self.seconds = time.monotonic() - (self.started or time.monotonic())
+            now = time.monotonic()
+            self.seconds = now - (self.started or now)  # no check started (it does not compile): 0, never -0.0
 
     def done(self):
         return self.tasks <= 0

@@ -57,12 +57,12 @@ def evidence_table(evidence, lang):
     return lines
 
 
-def size(count):
-    """A byte count for people: 512 bytes, 64.0 KiB, 2.0 GiB."""
+def size(count, lang):
+    """A byte count for people, in `lang`: 512 bytes, 64.0 KiB, 2.0 GiB."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= scale:
             return "%.1f %s" % (count / scale, unit)
-    return "%d bytes" % count
+    return text(lang, "size.bytes", count=count)
 
 
 NO_BREAK_BEFORE = "、。，．・：；？！）」』】〕ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ"
@@ -314,8 +314,8 @@ def show_result(result, args):
                expected=expected))
     print(text(lang, "report.observed", blank="", observed=observed))
     if result["output"]["dropped"]:
-        print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"]),
-                   dropped=size(result["output"]["dropped"]), kept=size(KEEP)))
+        print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
+                   dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()

@@ -143,7 +143,7 @@ EN = {
     "cli.interrupted": "grade.py: interrupted; stopping children and removing temporary files",
     "check.grader-error": "grader error (not your worker's fault): {error}",
     "cli.grader-error": "grade.py: grader error (not your worker's fault): {error}",
-    "cli.help.report": "also write DIR/<name>.json, DIR/class.csv, DIR/junit.xml and DIR/index.html",
+    "cli.help.report": "also write DIR/<name>.json, DIR/class.csv, DIR/junit.xml and DIR/index.html (only index.html follows --lang)",
     "cli.help.memory": "address space each of the worker's processes may use, in MiB (default: %(default)s)",
     "cli.help.file-size": "largest file the worker may write, in MiB (default: %(default)s)",
     "usage.mib": "{flag} must be from {low} to {high} (MiB), got {value}",
@@ -155,6 +155,7 @@ EN = {
     "protection.limits": "resource limits (no `resource` module)",
     "protection.orphans": "ending processes that left their session with setsid() or a double fork (no PR_SET_CHILD_SUBREAPER)",
     "report.output": "     {blank:<22} printed:  {printed} in all; {dropped} dropped (the grader keeps the first and last {kept} of each stream)",
+    "size.bytes": "{count} bytes",
     "report.kept-for": "{name}: temporary DBs kept in {path}",
     "progress.live": "grading: {done} of {total} workers done, {seconds} s",
     "progress.worker": "[{done}/{total}] {name}: {passed}/{checks} passed ({seconds} s)",
@@ -377,6 +378,7 @@ EN = {
     "ack.returned": "dispatch returned normally",
     "ack.pending": "send returning {result} leaves the item pending",
     "exact-ack.passed": "1, 'ok', None and {{'ack': True}} from send are not ACKs",
+    "exact-ack.observed": "1 -> {one}; 'ok' -> {ok}; None -> {none}; {{'ack': True}} -> {dict}",
     # conflict
     "conflict.first-200": "snack-7 (qty 7) is applied: 200",
     "conflict.publish-fails": "publishing snack-7 with qty 9 fails with a DeliveryError",
@@ -490,6 +492,7 @@ EN = {
     "durable.full": "the connection {opener} returns uses synchronous=FULL or EXTRA (synchronous is per connection)",
     "durable.level": "synchronous is {level}",
     "durability.passed": "both DBs in WAL mode; both connections synchronous=FULL or EXTRA",
+    "durability.observed": "init_store: wal, {store}; init_sink: wal, {sink}",
 }
 
 MESSAGES = {"en": dict(EN, **QUIZ_TEXT["en"]), "ja": dict(JA, **QUIZ_TEXT["ja"])}

@@ -316,7 +316,7 @@ QUESTIONS = (
                      "「{drop_final_deliveries:terms}」になりました。",
             question="運用者は、送信成功の回数の代わりに、何を見ますか。",
             choices=(
-                "やはり送信成功の回数を見る。増え続けていれば、アウトボックスは健全である。",
+                "やはり送信成功の回数を見る。増え続けていれば、outboxは健全である。",
                 "HTTPリクエストのエラー率だけを見る。運用者が対処するのはエラーである。",
                 "未完了の項目数、最も古い未完了の経過時間、試行回数、受信の重複数、衝突数を、それぞれ分けて見る。",
                 "倉庫の在庫だけを見る。業務上の効果こそが、意味のある唯一の数値である。",
@@ -378,8 +378,8 @@ QUESTIONS = (
             ),
             explanation="Re-sending with the same id is safe, which is why retrying is allowed at all; safe is not "
                         "free. The relay waits a random time up to min(--max-delay, --base-delay * 2^(n-1)) and "
-                        "alerts once the head item reaches --max-attempts, while dispatch itself does one finite batch "
-                        "per call. See README, \"Operating it\" (the relay).",
+                        "alerts once the sink has refused the head item --max-attempts times, while dispatch itself "
+                        "does one finite batch per call. See README, \"Operating it\" (the relay).",
         ),
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号は{drop_error}で失敗し、あとから起動したパブリッシャー2号が"
@@ -393,8 +393,8 @@ QUESTIONS = (
                 "一緒に失敗したパブリッシャーが一斉にリトライする。",
             ),
             explanation="同じIDでの再送が安全だからこそリトライが許されますが、安全でもコストはかかります。リレーは0から"
-                        "min(--max-delay, --base-delay * 2^(n-1))までのランダムな時間だけ待ち、先頭の項目の試行回数が"
-                        "--max-attemptsに達するとアラートを出します。dispatch自体は、呼び出し1回につき有限の1バッチだけを"
+                        "min(--max-delay, --base-delay * 2^(n-1))までのランダムな時間だけ待ち、倉庫が先頭の項目を"
+                        "--max-attempts回拒否するとアラートを出します。dispatch自体は、呼び出し1回につき有限の1バッチだけを"
                         "処理します。README.ja.mdの「運用する」（リレー）を参照してください。",
         ),
     }),

@@ -118,11 +118,14 @@ def printable(name):
 
 
 def write_reports(folder, graded, checks, reports, lang, seconds):
-    """DIR/<name>.json for each worker, DIR/class.csv, DIR/junit.xml and DIR/index.html."""
+    """DIR/<name>.json for each worker, DIR/class.csv, DIR/junit.xml and DIR/index.html.
+
+    index.html, the page people read, is in `lang`; the JSON, CSV and JUnit files are language-neutral.
+    """
     for one in graded:
         write(os.path.join(folder, one.worker.name + ".json"), dumps(reports[one.worker.name]) + "\n")
     write(os.path.join(folder, "class.csv"), class_csv(graded, checks))
-    write(os.path.join(folder, "junit.xml"), junit_xml(graded, lang))
+    write(os.path.join(folder, "junit.xml"), junit_xml(graded))
     write(os.path.join(folder, "index.html"), index_html(graded, checks, lang, seconds))
 
 
@@ -160,9 +163,11 @@ def xml_text(value):
     return NOT_XML.sub("\ufffd", str(value))
 
 
-def junit_xml(graded, lang):
+def junit_xml(graded):
     """JUnit XML: a <testsuite> per worker, a <testcase> per check, <failure> (or <error>) with expected/observed.
 
+    Language-neutral, like the JSON and the CSV: the English text, whatever
+    --lang says (a CI server parses it; index.html is the page for people).
     Times are seconds; a suite's time is the sum of its cases' (checks run
     side by side, so it can exceed the wall time).
     """
@@ -178,11 +183,10 @@ def junit_xml(graded, lang):
             case = ET.SubElement(suite, "testcase", classname=xml_text(one.worker.name), name=result["name"],
                                  time="%.3f" % result["seconds"])
             if result["status"] != "pass":
-                expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))
+                message = text("en", "junit.message", expected=result["expected"], observed=result["observed"])
                 problem = ET.SubElement(case, "failure" if result["status"] == "fail" else "error",
-                                        message=xml_text(text(lang, "junit.message", expected=expected, observed=observed)),
-                                        type=VERDICT[result["status"]])
-                problem.text = xml_text(text(lang, "junit.message", expected=expected, observed=observed))
+                                        message=xml_text(message), type=VERDICT[result["status"]])
+                problem.text = xml_text(message)
         totals["tests"] += len(one.results)
         totals["failures"] += counts["fail"]
         totals["errors"] += counts["error"]

@@ -133,6 +133,31 @@ def run_cli(package, *args, cwd=ROOT, env=None, timeout=60):
                           universal_newlines=True, timeout=timeout)
 
 
+def run_on_a_terminal(args, *, env, timeout, cwd=ROOT):
+    """Run `args` with stderr on a pseudo-terminal (stdout piped): (exit status, stdout bytes, the terminal's bytes)."""
+    import pty  # POSIX only; imported here so that the module loads everywhere
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        slave = None
+        out, _ = proc.communicate(timeout=timeout)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed, all read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+    return proc.returncode, out, seen
+
+
 def python_env(**extra):
     """Environment for a child Python that imports this checkout, with no proxy settings."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

@@ -10,9 +10,7 @@ import csv
 import html.parser
 import json
 import os
-import pty
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -20,7 +18,7 @@ import xml.etree.ElementTree as ET
 
 from tests.grade_mutants import GRADE, grade
 from tests.schema_subset import SchemaError, errors
-from tests.support import ROOT, TempDirTestCase, python_env, run_two_at_a_time, write_worker
+from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, run_two_at_a_time, write_worker
 
 with open(os.path.join(ROOT, "docs", "report.schema.json"), encoding="utf-8") as _f:
     SCHEMA = json.load(_f)
@@ -299,27 +297,9 @@ class ClassCommandLineTest(TempDirTestCase):
         folder = self.path("class")
         for name in ("one.py", "two.py", "three.py"):
             write_worker(os.path.join(folder, name))
-        master, slave = pty.openpty()
-        try:
-            proc = subprocess.Popen([sys.executable, GRADE, "--impl", folder, "-k", "validate-event", "--lang", "en"],
-                                    cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=slave)
-            os.close(slave)
-            slave = None
-            out, _ = proc.communicate(timeout=120)
-            seen = b""
-            while True:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the terminal's other side is closed, all read
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-        finally:
-            os.close(master)
-            if slave is not None:
-                os.close(slave)
-        self.assertEqual(proc.returncode, 0)
+        status, out, seen = run_on_a_terminal([sys.executable, GRADE, "--impl", folder, "-k", "validate-event", "--lang", "en"],
+                                              env=python_env(), timeout=120)
+        self.assertEqual(status, 0)
         text = seen.decode("utf-8")
         self.assertEqual(text.count("\n"), 1, text)
         self.assertTrue(text.endswith("\n"))

@@ -1,24 +1,30 @@
 """`grade.py --lang ja`: the Japanese report, read the way a participant reads it.
 
-Real grade.py processes on the Japanese stub (every check FAILs) and on the
-kit (every check PASSes), and the quiz in Japanese; the language chosen by the
-option or by LANG / LC_ALL; a Japanese table that is really translated, not
-English copied over; no English left beyond identifiers, commands and the
-worker's own exception text; argparse in Japanese; and the Japanese stub the
-same contract as the English one. (README.ja.md's table of checks is compared
-with the Japanese `proves` texts in test_grade_messages.py.)
+Real grade.py processes on the Japanese stub (every check FAILs), on the
+kit (every check PASSes), on a class (its table, its progress lines on a pipe
+and on a terminal, its HTML page), on a worker that floods and one that runs
+into a limit, and the quiz in Japanese; the language chosen by the option or
+by LANG / LC_ALL; a Japanese table that is really translated, not English
+copied over; no English left beyond identifiers, commands and the worker's
+own text; argparse and --help in Japanese; and the Japanese stub the same
+contract as the English one. (README.ja.md's table of checks is compared with
+the Japanese `proves` texts in test_grade_messages.py; every mutant's messages
+are scanned in Japanese by test_grade_mutants_*.py.)
 """
 import ast
+import csv
+import html
 import json
 import os
 import re
 import string
 import subprocess
 import sys
+import textwrap
 import unittest
 
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import ROOT, python_env
+from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, write_worker
 
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
@@ -26,6 +32,7 @@ from grader.cli import display_width  # noqa: E402
 from grader.quiz_questions import QUESTIONS  # noqa: E402
 from grader.registry import NAMES  # noqa: E402
 
+REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
 STUB_JA = os.path.join(ROOT, "examples", "worker_stub_ja.py")
 # Ids with no words to translate: program values, verdicts, and layout.
@@ -37,19 +44,26 @@ NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.
 IDENTIFIERS = set(NAMES) | {
     # tables, columns, functions and parameters of the worker's contract; the sku of the scenarios
     "orders", "outbox", "inbox", "deliveries", "inventory", "seq", "sent", "payload", "qty", "sku", "limit",
-    "pending", "dispatch", "send", "receive", "intake", "id", "snack", "apple",
+    "pending", "dispatch", "send", "receive", "intake", "id", "snack", "apple", "con", "event", "url", "path",
     # Python and JSON literals and types; exception classes, by the name the grader judges them by
     "True", "False", "None", "true", "false", "dict", "str", "int", "bool", "float",
     "NoAnswer", "UntrustedAck", "DeliveryError", "NotAcknowledged", "Conflict", "WrongDatabase", "ValueError",
     "KeyError", "NotImplementedError",
     # SQL and SQLite words, protocol and product names, as Japanese technical writing keeps them
-    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "EXTRA", "SQLite", "ACK", "DB", "ID", "HTTP", "JSON", "URL", "OS",
-    "loopback",
+    "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "EXTRA", "SQLite", "Python", "ACK", "DB", "ID", "HTTP", "JSON",
+    "URL", "OS",
+    "loopback", "localhost", "synchronous",
     # the lab's own words for what it leaves out (claim・lease・fencing), and a page's title (「Atomic Commit」)
     "claim", "lease", "fencing", "Atomic", "Commit",
     # the verdicts of a check line
     "PASS", "FAIL",
+    # more of the same kinds: SQL of the checks' texts, pragma values, Python's own classes, the sku and table of
+    # the checks, units, the language codes, environment variables and --help's metavars
+    "WHERE", "INTEGER", "PRIMARY", "KEY", "AUTOINCREMENT", "OFF", "NORMAL", "delete", "object", "Exception", "Error",
+    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "JOBS", "MB",
+    "import",
 }
+JAPANESE = "[\u3000-\u30ff\u4e00-\u9fff]"
 # English sentence templates of the report: none may survive in a Japanese one.
 ENGLISH_TEMPLATES = ("expected:", "observed:", "grading ", "graded in", "grade:", "passed", "failed",
                      "raised", "check runs", "Evidence for", "observation", "Traceback")
@@ -80,17 +94,34 @@ def fill(template):
 def english_words(text):
     """The plain English words in `text` that are no identifier: what a Japanese reader should not meet.
 
-    The worker's own exception text, quoted in 「」 as "Class: message", and
-    the sink's JSON answers are left out: they are what the program said.
+    The worker's own text, quoted in 「」 (an exception as "Class: message",
+    or any quote of several words with no Japanese in it), the sink's JSON
+    answers and the repr of an object are left out: they are what the
+    program said. A CamelCase word (NotAcknowledged) is a class name.
     """
     text = re.sub(r"「[A-Z][A-Za-z0-9_]*(?:: [^」]*)?」", "", text)
+    text = re.sub(r"「[^」\u3000-\u30ff\u4e00-\u9fff]* [^」\u3000-\u30ff\u4e00-\u9fff]*」", "", text)
     text = re.sub(r'\{"[^{}]*\}', "", text)
+    text = re.sub(r"<[\w.]+ object at 0x[0-9a-f]+>", "", text)
     words = set()
     for token in re.findall(r"[!-~]+", text):
         core = token.strip(".,;:!?")
-        if re.fullmatch(r"[A-Za-z]{2,}", core) and core not in IDENTIFIERS:
+        if (re.fullmatch(r"[A-Za-z]{2,}", core) and core not in IDENTIFIERS
+                and not re.fullmatch(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+", core)):
             words.add(core)
     return sorted(words)
+
+
+def in_japanese(message):
+    """A message dict {"id", "fields"} (as --json reports it) rendered in Japanese."""
+    return messages.render(message, "ja")
+
+
+def page_text(path):
+    """The text a browser shows of the HTML page at `path`: no style, no tags, entities decoded."""
+    with open(path, encoding="utf-8") as f:
+        page = f.read()
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>", "", page)))
 
 
 class JapaneseTableTest(unittest.TestCase):
@@ -256,6 +287,7 @@ class LanguageChoiceTest(unittest.TestCase):
         self.assertIn("このヘルプを表示して終了します", out)
         for english in ("usage:", "options:", "optional arguments:", "show this help"):
             self.assertNotIn(english, out)
+        self.assertEqual(english_words(out), [])
         lines = out.splitlines()
         self.assertLessEqual(max(display_width(line) for line in lines), 80, "\n".join(lines))
         # The usage's second line starts under the first one's program name, counted in columns.
@@ -281,6 +313,18 @@ class JapaneseQuizTest(unittest.TestCase):
         self.assertTrue(out.endswith("\nクイズの結果: %d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
         self.assertIn("第1問（全%d問）\nこの実行で観測したこと: crash-after-ackで、パブリッシャー1号は" % len(QUESTIONS), out)
 
+    def test_a_wrong_answer_is_refused_in_one_japanese_sentence(self):
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        proc = subprocess.run([sys.executable, GRADE, "--quiz", "--lang", "ja"], cwd=ROOT, env=environ,
+                              timeout=TIME_BOUND, input=b"a\nx\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stderr.decode("utf-8"),
+                         "grade.py: --quiz: 2番目の答え 'x' は、a、b、c、d のどれでもありません（答えは1行に1つ）\n")
+        # At a terminal the same answer is asked again.
+        letters = messages.text("ja", "quiz.letters-or", letters="a、b、c", last="d")
+        self.assertEqual(messages.text("ja", "quiz.not-a-choice", given="x", letters=letters),
+                         "'x' は選択肢にありません。a、b、c、d のどれかで答えてください")
+
     def test_the_scan_finds_english_prose(self):
         self.assertEqual(english_words("outboxは「未完了」、deliveries ['applied']、the sink answered"),
                          ["answered", "sink", "the"])
@@ -288,6 +332,94 @@ class JapaneseQuizTest(unittest.TestCase):
         self.assertEqual(english_words("409、本文 {\"ack\": false, \"error\": \"conflict\"}"), [])
         self.assertEqual(english_words("outboxは pending"), [])  # pending is also the function's name: the table tests catch it
         self.assertEqual(english_words("deliveriesは applied"), ["applied"])
+        # What the worker said, quoted, is its own; a single English word in 「」 is not.
+        self.assertEqual(english_words("メッセージ: 「invalid event: True (bool)」"), [])
+        self.assertEqual(english_words("outboxは「applied」"), ["applied"])
+        self.assertEqual(english_words("<sqlite3.Cursor object at 0x7f8d5f76b5c0> (Cursor) を返しました"), [])
+        self.assertEqual(english_words("基底クラスは OutboxError, Exception, object です"), [])
+        self.assertEqual(english_words("it returned 2 (int)"), ["it", "returned"])
+
+
+BIG_FILE = """
+    def validate_event(event):
+        with open("big.bin", "wb") as f:  # 2 MiB, past --file-size 1
+            f.write(b"x" * (2 * 1024 * 1024))
+        return dict(event)
+"""
+FLOOD = """
+    import sys as _sys
+
+
+    def validate_event(event):
+        _sys.stdout.write("x" * 300000 + "\\n")  # past what the grader keeps of a stream
+        _sys.stdout.flush()
+        raise ValueError("validate_event is not written yet")
+"""
+
+
+class JapaneseClassTest(TempDirTestCase):
+    """A class graded with --lang ja: the table, the progress on stderr, the page; and the lines of one worker."""
+
+    def test_the_class_table_the_progress_and_the_page_are_japanese(self):
+        big = write_worker(self.path("class", "big_file.py"), BIG_FILE)
+        no_compile = write_worker(self.path("class", "no_compile.py"), "def validate_event(:\n", kit=False)
+        reports = self.path("reports")
+        status, out, err = grade("--lang", "ja", "--impl", REFERENCE, "--impl", STUB_JA, "--impl", big, "--impl", no_compile,
+                                 "--file-size", "1", "-k", "crash-after-ack", "-k", "validate-event", "--report", reports)
+        self.assertEqual(status, 1, out + err)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^ワーカー +合格数 +不合格のチェック$")
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
+        progress = err.splitlines()
+        self.assertEqual(len(progress), 4, err)
+        for line in progress:  # stderr is no terminal: one line per finished worker
+            self.assertRegex(line, r"^\[[1-4]/4\] (worker_reference|worker_stub_ja|big_file|no_compile): 2件中[0-2]件合格"
+                                   r"（[0-9.]+秒）$")
+        self.assertEqual(english_words(out + err), [])
+        # The page people read follows --lang, the limit the worker ran into included ...
+        page = page_text(os.path.join(reports, "index.html"))
+        self.assertIn("grade.py: クラスの採点結果", page)
+        self.assertIn(messages.text("ja", "limit.file-size", what=messages.text("ja", "who.check", name="validate-event"),
+                                    mib=1), page)
+        self.assertIn("snack-7の証拠", page)
+        self.assertIn("観測: 1行目: 「SyntaxError: ", page)
+        self.assertEqual(english_words(page), [])
+        with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
+            self.assertIn('<html lang="ja">', f.read())
+        # ... and the files for programs stay language-neutral: English text, message ids.
+        with open(os.path.join(reports, "junit.xml"), encoding="utf-8") as f:
+            junit = f.read()
+        self.assertIn("expected: the validate-event check runs to its verdict", junit)
+        with open(os.path.join(reports, "class.csv"), encoding="utf-8", newline="") as f:
+            self.assertEqual(next(csv.reader(f))[-2:], ["passed", "total"])
+        for name in ("junit.xml", "class.csv", "worker_stub_ja.json", "big_file.json"):
+            with open(os.path.join(reports, name), encoding="utf-8") as f:
+                self.assertNotRegex(f.read(), JAPANESE, name)
+
+    def test_the_live_progress_line_on_a_terminal_is_japanese(self):
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        status, out, seen = run_on_a_terminal([sys.executable, GRADE, "--lang", "ja", "--impl", REFERENCE,
+                                               "--impl", STUB_JA, "-k", "mark-sent"], env=environ, timeout=TIME_BOUND)
+        self.assertEqual(status, 1)
+        updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
+        self.assertTrue(updates)
+        for update in updates:
+            self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）$")
+        self.assertEqual(updates[-1].split("件")[1], "中2")
+        self.assertEqual(english_words(out.decode("utf-8")), [])
+
+    def test_a_flood_and_its_printed_line_are_japanese(self):
+        flood = self.path("flood.py")
+        with open(STUB, encoding="utf-8") as f:
+            stub = f.read()
+        with open(flood, "w", encoding="utf-8") as f:  # the stub's functions, then a validate_event that floods
+            f.write(stub + textwrap.dedent(FLOOD))
+        status, out, err = grade("--lang", "ja", "--impl", flood, "-k", "validate-event")
+        self.assertEqual((status, err), (1, ""))
+        self.assertRegex(out, r"\n {28}出力: 計[0-9.]+ KiB、うち[0-9.]+ (KiB|バイト)を破棄（各ストリームの先頭と末尾の64\.0 KiB"
+                              r"だけを残しています）\n")
+        self.assertEqual(english_words(out), [])
+        self.assertEqual(messages.text("ja", "size.bytes", count=512), "512バイト")
 
 
 if __name__ == "__main__":

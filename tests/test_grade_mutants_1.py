@@ -2,15 +2,18 @@
 
 Each mutant breaks one rule of docs/rules.md. The check aimed at it must
 fail, with the message that names that rule (and, for its `also` checks,
-the message that names the earlier function at fault). One grade.py run per
-mutant, with -k on exactly those checks; tests/test_grade_mutants_2.py and
-_3.py take the other thirds, each in a worker process of its own.
+the message that names the earlier function at fault), and that failure
+must read in Japanese too (rendered from the report's message ids). One
+grade.py run per mutant, with -k on exactly those checks;
+tests/test_grade_mutants_2.py and _3.py take the other thirds, each in a
+worker process of its own.
 """
 import concurrent.futures
 import unittest
 
 from tests import grade_mutants
 from tests.support import TempDirTestCase
+from tests.test_grade_ja import english_words, in_japanese
 
 PART = 0  # this module grades MUTANTS[PART::PARTS]
 PARTS = 3
@@ -38,6 +41,10 @@ class MutantTest(TempDirTestCase):
                                     "%s should say %s%s; it said: %s / %s" % (
                                         check, message, " (%r)" % words if words else "", result["expected"],
                                         result["observed"]))
+                    # With --lang ja the same failure reads in Japanese: no English beyond names and the worker's text.
+                    for key in ("expected_message", "observed_message"):
+                        japanese = in_japanese(result[key])
+                        self.assertEqual(english_words(japanese), [], "%s, %s in Japanese: %s" % (check, key, japanese))
 
 
 if __name__ == "__main__":

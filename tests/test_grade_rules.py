@@ -105,9 +105,10 @@ class RulesTableTest(unittest.TestCase):
     def test_the_japanese_table_has_the_same_rows(self):
         self.assertEqual(table(read("docs", "rules.ja.md")), self.rules)
 
-    def test_the_callbacks_copies_in_the_same_words_in_readme_lab_and_stub(self):
+    def test_the_callbacks_copies_in_the_same_words_in_readme_lab_and_stubs(self):
         for sentence, places in ((COPIES, (("README.md",), ("docs", "lab.md"), ("examples", "worker_stub.py"))),
-                                 (COPIES_JA, (("README.ja.md",), ("docs", "lab.ja.md")))):
+                                 (COPIES_JA, (("README.ja.md",), ("docs", "lab.ja.md"),
+                                              ("examples", "worker_stub_ja.py")))):
             for where in places:
                 text = re.sub(r"<!--.*?-->", "", read(*where))
                 self.assertTrue(sentence in words(text), "%s does not say: %s" % (os.path.join(*where), sentence))
