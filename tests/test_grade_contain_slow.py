@@ -24,8 +24,12 @@ MIB = 1024 * 1024
 
 
 def kit_listing():
-    """The checkout's files and folders (bytecode caches aside, which other test processes may write)."""
-    return [p for p in tree_listing(ROOT) if "__pycache__" not in p]
+    """The checkout's files and folders, bytecode caches and git's own store aside.
+
+    Other test processes may write caches, and a commit made in another work
+    tree of the same repository adds objects under .git while this test runs.
+    """
+    return [p for p in tree_listing(ROOT) if "__pycache__" not in p and p.split(os.sep)[0] != ".git"]
 
 
 def alive(pid):
