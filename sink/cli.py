@@ -25,7 +25,7 @@ from outbox.cli_args import Parser, add_durability_flag, loopback_host_arg, posi
 from outbox.errors import OutboxError
 from outbox.timestamps import utc
 
-from . import faults, inbox, metrics, server
+from . import faults, metrics, server, views
 
 PROG = "sink"
 EXIT_OK = 0
@@ -203,10 +203,10 @@ def _log(line):
 
 
 def _show(args):
-    con = inbox.open_readonly(args.db)
+    con = views.open_readonly(args.db)
     try:
-        stock = inbox.inventory(con)
-        log = inbox.deliveries(con)
+        stock = views.inventory(con)
+        log = views.deliveries(con)
     finally:
         con.close()
     print("inventory (%d)" % len(stock))
@@ -219,8 +219,8 @@ def _show(args):
 
 
 def _status(args):
-    with contextlib.closing(inbox.open_readonly(args.db)) as con:
-        figures = inbox.status(con)
+    with contextlib.closing(views.open_readonly(args.db)) as con:
+        figures = views.status(con)
     if args.json:
         print(json.dumps({k: v for k, v in figures.items() if k != "last_delivery_unix"}, sort_keys=True))
     elif args.prometheus:

@@ -46,7 +46,7 @@ from outbox.db import check_durability
 from outbox.errors import Conflict, InvalidEvent
 from outbox.event import loads_strict, validate_event
 
-from . import framing, inbox, metrics
+from . import framing, inbox, metrics, views
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -159,7 +159,7 @@ def make_server(
         listener,
         store=store,
         receive=receive,
-        held_digest=inbox.held_digest if own_store else None,
+        held_digest=views.held_digest if own_store else None,
         timeout=float(timeout),
         max_connections=max_connections,
         log=log,
@@ -618,7 +618,7 @@ class SinkServer:
         """The deliveries log and inventory as Prometheus text, read on the store thread."""
         try:
             return self._store.call(_metrics_text)
-        except sqlite3.Error as exc:  # a foreign store without the columns sink.inbox.status reads
+        except sqlite3.Error as exc:  # a foreign store without the columns sink.views.status reads
             raise Refused("internal", "internal error: no metrics from this store: %s" % exc) from exc
 
     def _post_event(self, body):
@@ -682,7 +682,7 @@ class SinkServer:
 
 
 def _metrics_text(con):
-    return metrics.render(inbox.status(con))
+    return metrics.render(views.status(con))
 
 
 def _parse_event(body):

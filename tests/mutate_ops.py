@@ -148,7 +148,7 @@ MUTANTS = (
      ("tests.test_ops_cli",)),
     ("the metrics file readable by its owner only", "outbox/textfile.py", [("        os.chmod(temporary, 0o644)\n", "")],
      ("tests.test_ops_cli",)),
-    ("the sink's last delivery time from the first delivery", "sink/inbox.py",
+    ("the sink's last delivery time from the first delivery", "sink/views.py",
      [("SELECT max(received_at) FROM deliveries", "SELECT min(received_at) FROM deliveries")], METRICS),
     # status --check.
     ("late delivery only a warning", "outbox/nagios.py", [("        status = CRITICAL\n", "        status = WARNING\n")],

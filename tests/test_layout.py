@@ -17,18 +17,20 @@ PACKAGES = ("outbox", "sink")
 # The modules that may hold SQL text: the store modules and the DB helpers. store.py: the kernel's SQL;
 # attempts.py, operations.py and history.py: the operator's records on the source DB, and their tables;
 # readonly.py and upgrade.py: reading without writing, and the schema history; sinkview.py: the publisher's
-# read-only view of a sink DB (evidence), through the tables the contract names.
+# read-only view of a sink DB (evidence), through the tables the contract names; sink/inbox.py: the sink DB's
+# schema and its one writer; sink/views.py: the sink DB read for people (show, status, /metrics).
 SQL_MODULES = ("outbox/db.py", "outbox/readonly.py", "outbox/upgrade.py", "outbox/store.py", "outbox/history.py",
-               "outbox/attempts.py", "outbox/operations.py", "outbox/sinkview.py", "sink/inbox.py")
+               "outbox/attempts.py", "outbox/operations.py", "outbox/sinkview.py", "sink/inbox.py", "sink/views.py")
 # The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
 # order, stopping at the first failure; the sink applies each id once".
 KERNEL_MODULES = ("outbox/errors.py", "outbox/event.py", "outbox/db.py", "outbox/store.py", "outbox/dispatch.py",
                   "outbox/sender.py", "sink/inbox.py")
 # What the kernel may import besides itself, and these import nothing else: store.init_store gives a new file
-# the operator's history tables (history.py, their schema alone) and upgrades an older file (upgrade.py);
-# sink.inbox's read-only opener and status use readonly.py and timestamps.py. Never an operator module
-# (attempts, operations, relay, evidence, ...): dispatch takes their bookkeeping as hooks.
-KERNEL_HELPERS = ("outbox/history.py", "outbox/upgrade.py", "outbox/readonly.py", "outbox/timestamps.py")
+# the operator's history tables (history.py, their schema alone) and upgrades an older file (upgrade.py, which
+# looks at it first through readonly.py). Never an operator module (attempts, operations, relay, evidence, ...):
+# dispatch takes their bookkeeping as hooks; and never a reader for people (sink/views.py reads the sink DB for
+# show, status and /metrics).
+KERNEL_HELPERS = ("outbox/history.py", "outbox/upgrade.py", "outbox/readonly.py")
 # The only module that may import an HTTP client.
 HTTP_CLIENT_MODULES = ("outbox/sender.py",)
 HTTP_CLIENT_IMPORTS = ("urllib.request", "http.client")
