@@ -46,7 +46,7 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (OutboxError, OSError) as exc:
+    except (OutboxError, OSError) as exc:  # audit: G36
         print("%s: error: %s" % (PROG, exc), file=sys.stderr)
         return EXIT_DB
     except sqlite3.Error as exc:
@@ -187,7 +187,7 @@ def _serve(args):
         # At once: another stop() could wait on the thread that is gone. Its traceback is in the log above.
         print("%s: error: %s; exiting with status %d" % (PROG, srv.failure, EXIT_THREAD_DIED),
               file=sys.stderr, flush=True)
-        return EXIT_THREAD_DIED
+        return EXIT_THREAD_DIED  # audit: G33
     return EXIT_OK
 
 

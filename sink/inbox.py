@@ -19,7 +19,7 @@ DUPLICATE = "duplicate"
 CONFLICT = "conflict"
 
 SCHEMA = (
-    # One row per event id ever applied; its digest is what a later copy is compared with.
+    # One row per event id ever applied; its digest is what a later copy is compared with.  # audit: G23
     """CREATE TABLE inbox (
         event_id TEXT PRIMARY KEY,
         digest TEXT NOT NULL,
@@ -69,13 +69,13 @@ def receive(con, event):
     different event gets only a `conflict` delivery, which is committed
     before Conflict is raised. A failure inside leaves no trace at all.
     """
-    event, payload = validate_and_serialise(event)  # the rules checked once, not three times
+    event, payload = validate_and_serialise(event)  # the rules checked once, not three times  # audit: G23
     event_digest = payload_digest(payload)
     with db.transaction(con):
         row = con.execute("SELECT digest, payload FROM inbox WHERE event_id = ?", (event["id"],)).fetchone()
         now = time.time()
         if row is None:
-            outcome = APPLIED
+            outcome = APPLIED  # audit: G23
             con.execute(
                 "INSERT INTO inbox (event_id, digest, payload, applied_at) VALUES (?, ?, ?, ?)",
                 (event["id"], event_digest, payload, now),
@@ -86,7 +86,7 @@ def receive(con, event):
             if cur.rowcount == 0:
                 con.execute("INSERT INTO inventory (sku, qty) VALUES (?, ?)", (event["sku"], event["qty"]))
         elif row[0] == event_digest:
-            outcome = DUPLICATE
+            outcome = DUPLICATE  # audit: G23
         else:
             outcome = CONFLICT
         con.execute(
@@ -94,6 +94,6 @@ def receive(con, event):
             (event["id"], outcome, event_digest, now),
         )
     # Raised only now, after COMMIT: the conflict is on record before anyone hears of it.
-    if outcome == CONFLICT:
+    if outcome == CONFLICT:  # audit: G24
         raise Conflict("event %r was applied before with payload %s; refusing %s" % (event["id"], row[1], payload))
     return outcome
