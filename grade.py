@@ -5,14 +5,14 @@
     python grade.py --impl worker.py     grade another implementation of the same contract
     python grade.py -k crash-after-ack   run one check (repeat -k for more)
     python grade.py --json               a machine-readable report on stdout
-    python grade.py --list               the checks (grader/registry.py defines each one once)
+    python grade.py --list               the checks, in grader/registry.py's order
 
 Every check runs the implementation in child processes of its own (this file,
 started again with a hidden --role), so a crash, a hang or a bad import in the
 implementation becomes a FAIL with a reason, never a crashed or hung grader.
 The grader itself never imports the implementation. Exit status: 0 every check
 passed, 1 some check failed, 2 usage error (or a Python older than 3.8),
-3 grader error, 130 Ctrl-C, 143 SIGTERM.
+3 grader error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 
 This file is only the entry point: it must still parse and run on Python 2.7,
 so that an old interpreter gets one line naming the minimum version instead

@@ -53,7 +53,7 @@ def json_value(value):
 
 
 # The worker contract: the stub's nine signatures, as the grader calls them (the kit's own
-# extra keywords, durability= and require_digest=, are not part of it).
+# extras, durability=, require_digest= and dispatch's before_send= and on_failure=, are not part of it).
 CONTRACT = {
     "validate_event": "validate_event(event)",
     "init_store": "init_store(path)",

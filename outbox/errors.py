@@ -1,10 +1,12 @@
 """The exceptions of the kit's public API, in one place.
 
 The errors the API of both packages (README, "The API") raises on purpose
-are these, plus ValueError, TypeError and KeyError where it says so. The
-operator modules keep theirs beside the code that raises them (relay.Alert,
-evidence.UnknownId); signals private to the sink's HTTP front and its fault
-wrapper never leave them. Each class says when it is raised.
+are these, plus ValueError, TypeError and KeyError where it says so, and
+the sink server's ThreadDied (stop() raises it), which stays beside the code
+that raises it, as the operator modules' errors do (relay.Alert,
+evidence.UnknownId). Signals private to the sink's HTTP front and its fault
+wrapper (Refused, WithholdAnswer, StoreGone) never leave them. Each class
+says when it is raised.
 """
 
 

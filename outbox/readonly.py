@@ -2,8 +2,10 @@
 
 Owns the one read-only URI of the kit (`readonly_uri`) and the connections
 opened through it: the source's read-only commands (outbox.operations), the
-publisher's view of a sink (outbox.sinkview) and the sink's own (sink.inbox)
-all open here. Nothing here writes: ``mode=ro``, and ``query_only`` on top.
+publisher's view of a sink (outbox.sinkview), the sink's own (sink.views)
+and the look outbox.upgrade takes at a file before it upgrades it all open
+here. Nothing here writes: ``mode=ro``, and ``query_only`` on top. (The
+grader observes a worker's DB with a reader of its own, grader.common.)
 """
 import os
 import sqlite3

@@ -196,7 +196,7 @@ _LOG_LOCK = threading.Lock()
 
 def _log(line):
     """The server's log: one line on stderr, UTC time first, written whole and flushed (every thread logs)."""
-    text = "%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), line)
+    text = "%s %s\n" % (utc(time.time()), line)
     with _LOG_LOCK:
         sys.stderr.write(text)
         sys.stderr.flush()

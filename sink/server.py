@@ -1,7 +1,7 @@
 """The sink's HTTP boundary: connections, POST /events, GET /health and GET /metrics.
 
-Owns the listening socket, every client connection until it is closed, and
-the one store connection. It never parses HTTP (a framing.Reader per
+Owns the listening socket, every client connection until it is closed, and,
+through sink.storethread, the one store connection. It never parses HTTP (a framing.Reader per
 connection does), never runs SQL of its own and never decides an outcome: it
 moves bytes into each Reader, validates the event, calls `receive` once, and
 reports what `receive` said. It knows no fault by name: a wrapper that wants
@@ -331,7 +331,7 @@ class SinkServer:
         rather than left waiting, and it is raised here.
         On shutdown: stop accepting, close at once every client that has not
         sent a complete head (idle, trickling), and keep reading only the
-        bodies of requests already in hand, each until its own deadline.
+        bodies of those whose head is in, each until its own deadline.
         """
         self._ran = True
         try:

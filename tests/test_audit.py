@@ -259,9 +259,26 @@ class AuditMapTest(unittest.TestCase):
         for path in KERNEL_MODULES:
             self.assertIn(path, paths, "the reading order leaves out a kernel module")
 
+    def test_every_test_contributing_names_exists(self):
+        named = re.findall(r"`([A-Z]\w*Test\.test_\w+)`", read("CONTRIBUTING.md"))
+        self.assertGreater(len(named), 8)
+        tests = test_names(sources_of(("tests/**/*.py",)))
+        self.assertEqual(sorted(set(named) - tests), [])
+
     def test_the_map_links_the_rules_and_the_rules_link_the_map(self):
         self.assertIn("(rules.md)", self.text)
         self.assertIn("(audit.md)", read(os.path.join("docs", "rules.md")))
+
+
+class CheckPlacesTest(unittest.TestCase):
+    """The places a grader check is written that no other test holds (see grader/registry.py's list)."""
+
+    def test_the_lab_names_every_check_in_both_languages(self):
+        checks = registry_checks(read(os.path.join("grader", "registry.py")))
+        self.assertGreater(len(checks), 20)
+        for lab in ("lab.md", "lab.ja.md"):
+            text = read(os.path.join("docs", lab))
+            self.assertEqual(sorted(c for c in checks if "`%s`" % c not in text), [], lab)
 
 
 class CheckerSelfTest(unittest.TestCase):
