@@ -273,7 +273,7 @@ class _DeadlineConnection(http.client.HTTPConnection):
         # only a loopback address is ever connected to.
         error = OSError("%s resolves to no address" % self.host)
         for family, type_, proto, _, address in socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM):
-            if address[0] != "::1" and not address[0].startswith("127."):  # audit: G18
+            if loopback_host(address[0]) is None:  # audit: G18
                 error = OSError("%s resolves to %s, which is not loopback" % (self.host, address[0]))
                 continue
             sock = _DeadlineSocket(family, type_, proto, self.deadline)
