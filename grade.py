@@ -5,14 +5,14 @@
     python grade.py --impl worker.py     grade another implementation of the same contract
     python grade.py -k crash-after-ack   run one check (repeat -k for more)
     python grade.py --json               a machine-readable report on stdout
-    python grade.py --list               the checks (grader/registry.py defines each one once)
+    python grade.py --list               the checks, in grader/registry.py's order
 
 Every check runs the implementation in child processes of its own (this file,
 started again with a hidden --role), so a crash, a hang or a bad import in the
 implementation becomes a FAIL with a reason, never a crashed or hung grader.
 The grader itself never imports the implementation. Exit status: 0 every check
 passed, 1 some check failed, 2 usage error (or a Python older than 3.8),
-3 grader error, 130 Ctrl-C, 143 SIGTERM.
+3 grader error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 
 This file is only the entry point: it must still parse and run on Python 2.7,
 so that an old interpreter gets one line naming the minimum version instead
@@ -23,7 +23,7 @@ import sys
 
 MINIMUM = (3, 8)
 
-if sys.version_info < MINIMUM:
+if sys.version_info < MINIMUM:  # audit: G50
     # The one line the grader cannot take from grader/messages.py: nothing newer than 2.7 may load here.
     sys.stderr.write("grade.py: needs Python %d.%d or newer; this is Python %s\n"
                      % (MINIMUM[0], MINIMUM[1], sys.version.split()[0]))
@@ -32,7 +32,7 @@ if sys.version_info < MINIMUM:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--role"]:
+    if sys.argv[1:2] == ["--role"]:  # audit: G51
         # A child of the grader: its supervisor stays in contain.enter(); the worker's process, its
         # limits set, returns from it to the child side, which is the only code that loads the worker.
         from grader import contain  # noqa: E402
@@ -45,4 +45,4 @@ if __name__ == "__main__":
     except BrokenPipeError:  # noqa: F821  (a Python 3 name; 2.7 never gets here)
         # `python grade.py | head`: the reader left; the checks and clean-up already ran.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+        sys.exit(0)  # audit: G58

@@ -10,7 +10,6 @@ writes bench/results.json. Standard library only; slices are bounded in time,
 so a loaded machine gives fewer events per slice rather than a longer run.
 """
 import argparse
-import datetime
 import http.client
 import json
 import os
@@ -34,7 +33,7 @@ if __name__ == "__main__":
 
 from bench import baseline_sink  # noqa: E402
 from outbox import db, dispatch, init_store, intake, intake_many, send_http  # noqa: E402
-from outbox import store  # noqa: E402
+from outbox import store, timestamps  # noqa: E402
 from outbox.store import pending  # noqa: E402
 from sink import inbox  # noqa: E402
 
@@ -763,7 +762,7 @@ def main(argv=None):
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": timestamps.utc(time.time()),
         "elapsed_s": round(elapsed, 1),
         # Other work on the machine shows in every slice; the A/A rows show how much.
         "load_average_before": load_before,

@@ -71,7 +71,7 @@ def compile_error(path):
             source = f.read()
         compile(source, path, "exec")  # bytes: a coding declaration counts, as it does for import
     except (SyntaxError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep to compile
-        return msg("usage.syntax", line=getattr(exc, "lineno", None) or "?", error=describe(exc))
+        return msg("usage.syntax", line=getattr(exc, "lineno", None) or "?", error=describe(exc))  # audit: G59
     except OSError as exc:
         return msg("plain", text=describe(exc))
     return None
@@ -156,7 +156,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
             grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
             one = Graded(worker, grader, checks)
             graded.append(one)
-            error = compile_error(worker.path)
+            error = compile_error(worker.path)  # audit: G59, G60
             if error is not None:
                 one.tasks = 1
                 one.add([not_compiling(check, error, lang) for check in checks])

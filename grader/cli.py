@@ -227,7 +227,7 @@ def main(argv=None):
         return grade(args)
     except BrokenPipeError:
         raise
-    except GraderError as exc:
+    except GraderError as exc:  # audit: G58
         print(text(args.lang, "cli.grader-error", error=render(exc.args[0], args.lang)), file=sys.stderr)
         return EXIT_GRADER_ERROR
     except Exception as exc:
@@ -302,7 +302,7 @@ def grade(args):
         for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
             print(result["traceback"], file=sys.stderr)
     statuses = [r["status"] for one in graded for r in one.results]
-    if "error" in statuses:
+    if "error" in statuses:  # audit: G58
         return EXIT_GRADER_ERROR
     return EXIT_OK if "fail" not in statuses else EXIT_FAILED
 

@@ -1,4 +1,4 @@
-"""What both sides of the grader share: verdicts, message references, the protocol mark, a read-only opener.
+"""What both sides of the grader share: verdicts, message references, the protocol mark, its own DB connections.
 
 Neutral ground: it never imports the worker, never starts a process and
 never renders text (a message is an id and its fields; messages.py renders).
@@ -10,8 +10,11 @@ import urllib.parse
 MARK = "@@grade "  # prefix of the protocol lines a child writes on stdout
 SNACK = {"id": "snack-7", "sku": "snack", "qty": 7}
 PUBLISHER_CRASH = 73  # the publisher's after_delivery hook dies with this status
-SINK_CRASH = 74  # sink.faults.CRASH_EXIT: the sink's crash faults exit with this status
 INTAKE_CRASH = 75  # the intake child dies with this status right after the first COMMIT
+# Two of the kit's constants, copied because the parent side never imports the kit (it would be importing
+# the reference worker's code into the grader); tests/test_grade_common.py keeps each equal to the kit's.
+SINK_CRASH = 74  # sink.faults.CRASH_EXIT: the sink's crash faults exit with this status
+BUSY_TIMEOUT_S = 5.0  # outbox.db.BUSY_TIMEOUT_S: how long the grader's own connections wait for a worker's lock
 
 
 def msg(message_id, **fields):
@@ -64,10 +67,21 @@ def wrong_class(kind, got, mro, error):
                error=error)
 
 
+def connect(target, *, uri=False):
+    """A connection of the grader's own to a worker's DB: explicit transactions, the busy timeout BUSY_TIMEOUT_S."""
+    return sqlite3.connect(target, uri=uri, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+
+
 def read_only(path):
-    """The grader's own observer: mode=ro, and query_only as a second line of defence."""
+    """The grader's own observer: mode=ro, and query_only as a second line of defence.
+
+    Plain ``mode=ro``, unlike the kit's outbox.readonly: the grader reads a
+    worker's DB in its own temporary folder, often while the worker holds it
+    open with commits only in its -wal, so it must read through the WAL (and
+    may create the -shm); ``immutable=1`` would miss those commits.
+    """
     if not os.path.exists(path):
         raise Fail(msg("db.exists", file=os.path.basename(path)), msg("db.no-such-file"))
-    con = sqlite3.connect("file:%s?mode=ro" % urllib.parse.quote(path), uri=True, timeout=5, isolation_level=None)
-    con.execute("PRAGMA query_only = ON")
+    con = connect("file:%s?mode=ro" % urllib.parse.quote(path), uri=True)  # audit: G52
+    con.execute("PRAGMA query_only = ON")  # audit: G52
     return con

@@ -1,8 +1,9 @@
 """The quiz's questions (grade.py --quiz): each one under one id, its languages side by side.
 
-Pure data, imported by messages.py, which adds QUIZ_TEXT to its tables: so
-every question exists in every language with the same placeholders, and the
-test that keeps the message tables complete covers the quiz too. A
+Pure data, imported by quiz.py and by messages.py, which adds QUIZ_TEXT to
+its tables: so every question exists in every language with the same
+placeholders, and the test that keeps the message tables complete covers
+the quiz too. A
 placeholder names an observation of the run (quiz.observations computes them
 all from the evidence); no value the questions quote is typed here.
 """

@@ -1,9 +1,16 @@
-"""Every check of the grader, each defined once: its name, what it proves, what it needs, what runs it.
+"""Every check of the grader, one row each: its name, the worker functions it needs, the function that runs it.
 
-`--list`, the README's table of checks (tests/test_grade_messages.py compares them),
-the order of the report and the children's imports all come from CHECKS.
-The slow ones come early, so that they start first when checks run in parallel.
-What a check proves is the message "proves.<name>" in messages.py.
+`--list`, `-k`, the order of the report and the children's imports come
+from CHECKS. The slow ones come early, so that they start first when checks
+run in parallel. A check is written in these places, each kept true by a
+test (CONTRIBUTING.md, "Adding a grader check"):
+  here                        its row;
+  child.py or scenarios.py    its code: an in-process check, or a story across processes;
+  messages.py, messages_ja.py "proves.<name>", what it proves, and every line it prints;
+  README.md, README.ja.md     the table of checks: a copy of "proves.<name>" in each language;
+  docs/rules.md, rules.ja.md  the rules it enforces, by the check's name;
+  tests/grade_mutants.py      the mutants of the kit it must fail;
+  docs/lab.md, lab.ja.md      the step of the lab that names it.
 """
 import collections
 

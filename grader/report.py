@@ -39,7 +39,7 @@ def worker_report(graded, debug=False):
     return {"version": __version__, "impl": graded.worker.path, "passed": counts["pass"], "failed": counts["fail"],
             "errors": counts["error"], "seconds": round(graded.seconds, 3), "checks": checks,
             "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
-            "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),
+            "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),  # audit: G61
             "protections_off": list(grader.protections_off), "import_output": grader.zygote.output()}
 
 
@@ -48,7 +48,7 @@ def class_report(graded, reports, seconds):
     return {"schema": SCHEMA, "version": __version__, "workers": [reports[one.worker.name] for one in graded],
             "perfect": perfect(graded),
             "passed": sum(one.counts()["pass"] for one in graded), "total": sum(len(one.checks) for one in graded),
-            "seconds": round(seconds, 3)}
+            "seconds": round(seconds, 3)}  # audit: G61
 
 
 def dumps(report):
@@ -114,7 +114,7 @@ def pad(cell, width):
 
 def printable(name):
     """A worker's name for a terminal: its control characters (a file name may hold any) shown escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)  # audit: G60
 
 
 def write_reports(folder, graded, checks, reports, lang, seconds):
@@ -140,7 +140,7 @@ FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a cell a spreadsheet would run as 
 
 def cell(value):
     """A CSV cell from a worker-controlled string: never one a spreadsheet takes for a formula."""
-    return "'" + value if value.startswith(FORMULA) else value
+    return "'" + value if value.startswith(FORMULA) else value  # audit: G60
 
 
 def class_csv(graded, checks):
@@ -160,7 +160,7 @@ NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def xml_text(value):
     """`value` with every character XML 1.0 cannot carry (control characters, lone surrogates) as U+FFFD."""
-    return NOT_XML.sub("\ufffd", str(value))
+    return NOT_XML.sub("\ufffd", str(value))  # audit: G60
 
 
 def junit_xml(graded):

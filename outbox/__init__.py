@@ -10,7 +10,7 @@ import sys
 
 # The floor first, in syntax Python 2.7 can read: `python -m outbox` on an old
 # interpreter prints one line and exits 2; a plain import raises ImportError.
-if sys.version_info < (3, 8):
+if sys.version_info < (3, 8):  # audit: G50
     _TOO_OLD = "outbox-kit needs Python 3.8 or newer; this is Python %s" % sys.version.split()[0]
     if getattr(sys, "argv", [""])[0] in ("-m", "-c"):  # being run by `python -m` (2.7 shows "-c")
         sys.stderr.write(_TOO_OLD + "\n")

@@ -23,7 +23,8 @@ def hooks(con):
     on_failure keeps the failure (record_failure) before dispatch raises it, and
     drops a record it cannot write rather than hide that failure.
     """
-    return {"before_send": functools.partial(record_attempt, con), "on_failure": functools.partial(_note, con)}
+    return {"before_send": functools.partial(record_attempt, con),  # audit: G38
+            "on_failure": functools.partial(_note, con)}
 
 
 def record_attempt(con, event_id):
@@ -34,7 +35,7 @@ def record_attempt(con, event_id):
     """
     with bookkeeping(con):
         con.execute(
-            "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE event_id = ?",
+            "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE event_id = ?",  # audit: G38
             (time.time(), event_id),
         )
 
@@ -54,7 +55,7 @@ def record_failure(con, event_id, error):
         con.execute(
             "UPDATE outbox SET last_error = ?, last_error_kind = ?, permanent_failures = permanent_failures + ? "
             "WHERE event_id = ?",
-            (text, kind, 1 if failures.is_permanent(kind) else 0, event_id),
+            (text, kind, 1 if failures.is_permanent(kind) else 0, event_id),  # audit: G38
         )
 
 
@@ -81,4 +82,4 @@ def bookkeeping(con):
         with db.transaction(con):
             yield con
     finally:
-        con.execute("PRAGMA synchronous = %d" % previous)
+        con.execute("PRAGMA synchronous = %d" % previous)  # audit: G38

@@ -20,7 +20,7 @@ def delay(attempt, base, cap, rand=_random.random):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise ValueError("%s must be a finite number of seconds >= 0, got %r" % (name, value))
     # 2**(attempt-1) overflows a float near attempt 1025; past the cap it no longer matters.
-    bound = cap if attempt > 64 else min(cap, base * 2.0 ** (attempt - 1))
+    bound = cap if attempt > 64 else min(cap, base * 2.0 ** (attempt - 1))  # audit: G41
     draw = rand()
     if not 0.0 <= draw < 1.0:
         raise ValueError("rand() must return a float in [0, 1), got %r" % (draw,))

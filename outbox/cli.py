@@ -71,7 +71,7 @@ def build_parser():
 
 
 def _intake(args):
-    event = validate_event({"id": args.id, "sku": args.sku, "qty": args.qty})  # before the file exists
+    event = validate_event({"id": args.id, "sku": args.sku, "qty": args.qty})  # before the file exists  # audit: G36
     with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
         seq = store.intake(con, event)
     print("taken in %s as seq %d" % (args.id, seq))
@@ -110,10 +110,10 @@ def main(argv=None):
     except sqlite3.Error as exc:
         print("%s: error: source DB %r: %s" % (PROG, args.db, exc), file=sys.stderr)
         return EXIT_REFUSED
-    except RecursionError:
+    except RecursionError:  # audit: G36
         print("%s: error: input nested too deeply to read" % PROG, file=sys.stderr)
         return EXIT_REFUSED
-    except (OutboxError, ValueError, LookupError, OSError) as exc:
+    except (OutboxError, ValueError, LookupError, OSError) as exc:  # audit: G36
         message = exc.args[0] if isinstance(exc, LookupError) and exc.args else exc
         print("%s: error: %s" % (PROG, message), file=sys.stderr)
         return EXIT_REFUSED

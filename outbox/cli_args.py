@@ -32,7 +32,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         # One line, not the usage block: --help is there for the rest.
-        self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.name, message))
+        self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.name, message))  # audit: G36
 
 
 class UsageError(Exception):

@@ -35,7 +35,7 @@ def check_durability(durability):
 
 def connect(target, *, uri=False):
     """A connection in explicit-transaction mode (``isolation_level=None``) with the busy timeout BUSY_TIMEOUT_S."""
-    return sqlite3.connect(target, uri=uri, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    return sqlite3.connect(target, uri=uri, isolation_level=None, timeout=BUSY_TIMEOUT_S)  # audit: G2
 
 
 def open_db(path, *, application_id, version, schema, kind, durability="full"):
@@ -51,10 +51,10 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
     another application_id or version (the other side's DB included), raises
     WrongDatabase and is left byte-for-byte unchanged.
     """
-    check_durability(durability)
+    check_durability(durability)  # audit: G2
     path = os.fspath(path)
     if os.path.isdir(path):
-        raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))
+        raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))  # audit: G3
     con = connect(path)
     try:
         _accept_or_create(
@@ -83,7 +83,7 @@ def look(con, path, *, application_id, version, kind):
         raise WrongDatabase("%r is not a %s DB of this kit: %s" % (path, kind, exc)) from None
     if found_app == 0 and found_version == 0 and tables == 0:
         return True
-    if (found_app, found_version) != (application_id, version):
+    if (found_app, found_version) != (application_id, version):  # audit: G3
         raise WrongDatabase(
             "%r is not a %s DB of this kit (application_id %d, user_version %d; "
             "expected %d and %d); it was left unchanged" % (path, kind, found_app, found_version, application_id, version)
@@ -92,11 +92,11 @@ def look(con, path, *, application_id, version, kind):
 
 
 def _accept_or_create(con, path, *, application_id, version, schema, kind, durability):
-    is_new = look(con, path, application_id=application_id, version=version, kind=kind)
+    is_new = look(con, path, application_id=application_id, version=version, kind=kind)  # audit: G3
     mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode.lower() != "wal":
         raise WrongDatabase("%r: could not switch the %s DB to WAL (journal_mode is %s)" % (path, kind, mode))
-    con.execute(DURABILITY[durability])
+    con.execute(DURABILITY[durability])  # audit: G2
     con.execute("PRAGMA foreign_keys = ON")
     if is_new:
         with transaction(con):
@@ -117,7 +117,7 @@ def transaction(con):
     IMMEDIATE takes the write lock at the start, so a transaction never fails
     half-way for lack of it. Nothing in the block may wait on the network.
     """
-    con.execute("BEGIN IMMEDIATE")
+    con.execute("BEGIN IMMEDIATE")  # audit: G5, G7, G12, G23
     try:
         yield con
         con.execute("COMMIT")

@@ -38,30 +38,30 @@ def dispatch(con, send, limit=MAX_BATCH, *, after_delivery=None, before_send=Non
     for name, hook in (("after_delivery", after_delivery), ("before_send", before_send), ("on_failure", on_failure)):
         if hook is not None and not callable(hook):
             raise TypeError("%s must be callable or None, got %r" % (name, hook))
-    if con.in_transaction:
+    if con.in_transaction:  # audit: G15
         # The caller's transaction would stay open, and may hold the write lock, while send runs.
         raise ValueError("con must have no open transaction when dispatch starts; commit or roll back first")
-    batch = pending(con, limit)  # fully read; no transaction open from here on
+    batch = pending(con, limit)  # fully read; no transaction open from here on  # audit: G15, G16
     marked = 0
     for selected in batch:
         if before_send is not None:
-            before_send(selected["id"])
+            before_send(selected["id"])  # audit: G17
         try:
-            result = send(dict(selected))
+            result = send(dict(selected))  # audit: G13
         except Exception as exc:
             if on_failure is not None:
-                on_failure(selected["id"], exc)
-            raise
-        if result is not True:
+                on_failure(selected["id"], exc)  # audit: G17
+            raise  # audit: G14
+        if result is not True:  # audit: G13, G14
             refusal = NotAcknowledged(
                 "event %r was not acknowledged: send returned %r, and only True is an ACK; "
                 "it stays pending" % (selected["id"], result)
             )
             if on_failure is not None:
                 on_failure(selected["id"], refusal)
-            raise refusal
+            raise refusal  # audit: G14
         if after_delivery is not None:
             after_delivery(dict(selected))
         if mark_sent(con, selected["id"]):
             marked += 1
-    return marked
+    return marked  # audit: G16

@@ -1,10 +1,12 @@
 """The exceptions of the kit's public API, in one place.
 
 The errors the API of both packages (README, "The API") raises on purpose
-are these, plus ValueError, TypeError and KeyError where it says so. The
-operator modules keep theirs beside the code that raises them (relay.Alert,
-evidence.UnknownId); signals private to the sink's HTTP front and its fault
-wrapper never leave them. Each class says when it is raised.
+are these, plus ValueError, TypeError and KeyError where it says so, and
+the sink server's ThreadDied (stop() raises it), which stays beside the code
+that raises it, as the operator modules' errors do (relay.Alert,
+evidence.UnknownId). Signals private to the sink's HTTP front and its fault
+wrapper (Refused, WithholdAnswer, StoreGone) never leave them. Each class
+says when it is raised.
 """
 
 
@@ -33,7 +35,7 @@ class DeliveryError(OutboxError):
     outbox.failures.KINDS); a subclass sets its own, and `kind=` overrides it.
     """
 
-    kind = "delivery-error"
+    kind = "delivery-error"  # audit: G22
 
     def __init__(self, message, *, kind=None):
         super().__init__(message)
@@ -44,7 +46,7 @@ class DeliveryError(OutboxError):
 class NoAnswer(DeliveryError):
     """No complete HTTP response: refused, closed, timed out or cut short."""
 
-    kind = "no-answer"
+    kind = "no-answer"  # audit: G22
 
 
 class UntrustedAck(DeliveryError):
@@ -54,7 +56,7 @@ class UntrustedAck(DeliveryError):
     "rejected" (any other status) or "untrusted-ack" (a 200 whose body is no proof).
     """
 
-    kind = "untrusted-ack"
+    kind = "untrusted-ack"  # audit: G22
 
 
 class WrongDatabase(OutboxError):

@@ -25,7 +25,7 @@ def validate_event(event):
     letter or digit; `qty` is an int (not a bool) from 1 to 1,000,000. The
     message names the field and the rule. The argument is never modified.
     """
-    if not isinstance(event, dict):
+    if not isinstance(event, dict):  # audit: G1
         raise InvalidEvent("event must be a dict with keys id, sku, qty, got %s" % type(event).__name__)
     if event.keys() != _FIELD_SET:  # a dict's keys compare with a set as a set, without building one
         keys = set(event)
@@ -39,13 +39,13 @@ def validate_event(event):
         raise InvalidEvent("event must have exactly the keys id, sku, qty: %s" % "; ".join(parts))
     for field in ("id", "sku"):
         value = event[field]
-        if not isinstance(value, str) or not _NAME.match(value):
+        if not isinstance(value, str) or not _NAME.match(value):  # audit: G1
             raise InvalidEvent(
                 "%s must be a str of 1-64 characters from A-Z a-z 0-9 . _ : - starting "
                 "with a letter or digit, got %s" % (field, _show(value))
             )
     qty = event["qty"]
-    if isinstance(qty, bool) or not isinstance(qty, int) or not QTY_MIN <= qty <= QTY_MAX:
+    if isinstance(qty, bool) or not isinstance(qty, int) or not QTY_MIN <= qty <= QTY_MAX:  # audit: G1
         raise InvalidEvent("qty must be an int from %d to %d, got %s" % (QTY_MIN, QTY_MAX, _show(qty)))
     return {"id": event["id"], "sku": event["sku"], "qty": int(qty)}
 

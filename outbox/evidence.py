@@ -71,7 +71,7 @@ def lines(ladder):
                  None: ", payload not compared"}[sink["payload_matches"]] if sink["inbox"] == "present" else ""
         out.append("inbox row (sink):     %s%s" % (sink["inbox"], match))
         if sink["payload_matches"] is False:
-            out.append("payload (sink):       %s" % sink["payload"])
+            out.append("payload (sink):       %s" % sink["payload"])  # audit: G49
             out.append("payload (source):     %s" % outbox["payload"])
         outcomes = sink["deliveries"]["outcomes"]
         detail = ", ".join("%s %d" % (k, outcomes[k]) for k in sorted(outcomes)) or "none"
@@ -128,7 +128,7 @@ def reading(ladder):
                      "requeue with --event set to it")
         return text
     if differs:
-        return ("the sink holds this id with another payload: every delivery will be a 409 conflict; "
+        return ("the sink holds this id with another payload: every delivery will be a 409 conflict; "  # audit: G49
                 "alert, quarantine, decide which is true, requeue; do not delete")
     relay_will = _relay_will(outbox, ladder["max_attempts"])
     if at_sink is None:

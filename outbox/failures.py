@@ -19,9 +19,9 @@ KINDS = {
     "error": "another exception",
 }
 # The sink may be back in a moment: retried for ever, never counted toward the alert.
-TRANSIENT = frozenset(("no-answer", "server-error"))
+TRANSIENT = frozenset(("no-answer", "server-error"))  # audit: G39
 # The sink answered and refused this item: sending it again the same way will not help.
-PERMANENT = frozenset(("conflict", "rejected", "untrusted-ack", "not-acknowledged", "delivery-error"))
+PERMANENT = frozenset(("conflict", "rejected", "untrusted-ack", "not-acknowledged", "delivery-error"))  # audit: G39
 
 
 def kind_of(error):

@@ -2,8 +2,8 @@
 
 One row per quarantine, per row that overtook a quarantined item, per retry;
 never deleted, not even by a purge. outbox.store gives a new file these
-tables; outbox.operations alone writes and reads them. No guarantee of
-delivery depends on them.
+tables, outbox.upgrade an older one; outbox.operations alone writes and
+reads them. No guarantee of delivery depends on them.
 """
 
 TABLES = (

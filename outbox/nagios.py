@@ -23,14 +23,14 @@ def judge(figures, *, max_age, max_quarantined):
     head = figures["head"] or {}
     refused = head.get("permanent_failures", 0)
     status, problems = OK, []
-    if figures["oldest_pending_age_s"] is not None and age > max_age:
+    if figures["oldest_pending_age_s"] is not None and age > max_age:  # audit: G47
         status = CRITICAL
         problems.append("oldest pending item waits %.0f s (more than %d s): head %s" % (age, max_age, head["id"]))
     if figures["quarantined"] > max_quarantined:
         status = max(status, WARNING)
         problems.append("%d quarantined (more than %d): python -m outbox quarantined lists them"
                         % (figures["quarantined"], max_quarantined))
-    if refused:
+    if refused:  # audit: G47
         status = max(status, WARNING)
         problems.append("the sink refused head %s %d time(s) (%s)" % (head["id"], refused, head["last_error_kind"]))
     summary = "; ".join(problems) or "pending %d, oldest %.0f s, quarantined %d" % (
@@ -48,4 +48,4 @@ def judge(figures, *, max_age, max_quarantined):
 
 def unknown(reason):
     """(UNKNOWN, line) when the figures cannot be read at all."""
-    return UNKNOWN, "OUTBOX UNKNOWN - %s" % " ".join(str(reason).split())
+    return UNKNOWN, "OUTBOX UNKNOWN - %s" % " ".join(str(reason).split())  # audit: G47

@@ -51,7 +51,7 @@ def quarantine(con, event_id, reason):
             raise OutboxError("%r is already quarantined (since %s): %s" % (
                 event_id, timestamps.utc(row["quarantined_at"]), row["quarantine_reason"]))
         now = time.time()
-        con.execute("UPDATE outbox SET quarantined_at = ?, quarantine_reason = ? WHERE event_id = ?",
+        con.execute("UPDATE outbox SET quarantined_at = ?, quarantine_reason = ? WHERE event_id = ?",  # audit: G43
                     (now, reason, event_id))
         cur = con.execute(
             "INSERT INTO quarantines (event_id, seq, reason, quarantined_at, attempts, last_error) "
@@ -94,7 +94,7 @@ def requeue(con, event_id, event=None):
             (event_id,),
         )
         last = con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()[0]
-        new_seq = last + 1
+        new_seq = last + 1  # audit: G11, G44
         con.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'outbox'", (new_seq,))
         con.execute(
             "UPDATE outbox SET seq = ?, quarantined_at = NULL, quarantine_reason = NULL, attempts = 0, "
@@ -102,7 +102,7 @@ def requeue(con, event_id, event=None):
             "WHERE event_id = ?",
             (new_seq, event_id),
         )
-        if payload is not None:
+        if payload is not None:  # audit: G44
             con.execute("UPDATE outbox SET payload = ? WHERE event_id = ?", (payload, event_id))
             con.execute("UPDATE orders SET sku = ?, qty = ? WHERE id = ?", (event["sku"], event["qty"], event_id))
         con.execute(
@@ -130,7 +130,7 @@ def retry(con, event_id):
             raise OutboxError("%r is quarantined (since %s); requeue puts it back in the pending line"
                               % (event_id, timestamps.utc(row["quarantined_at"])))
         con.execute(
-            "INSERT INTO retries (event_id, seq, retried_at, attempts, permanent_failures, last_error, "
+            "INSERT INTO retries (event_id, seq, retried_at, attempts, permanent_failures, last_error, "  # audit: G45
             "last_error_kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (event_id, row["seq"], time.time(), row["attempts"], row["permanent_failures"], row["last_error"],
              row["last_error_kind"]),
@@ -155,13 +155,13 @@ def purge_sent_batch(con, sent_before, batch):
     with db.transaction(con):
         # The same subquery in both statements: inside one transaction, the same rows.
         con.execute(
-            "INSERT OR IGNORE INTO quarantine_overtaken (quarantine_id, seq, event_id) "
+            "INSERT OR IGNORE INTO quarantine_overtaken (quarantine_id, seq, event_id) "  # audit: G43
             "SELECT q.id, o.seq, o.event_id FROM quarantines AS q JOIN outbox AS o ON o.seq > q.seq "
             "WHERE q.requeued_at IS NULL AND o.seq IN (SELECT seq FROM outbox WHERE sent = 1 "
             "AND quarantined_at IS NULL AND sent_at <= ? ORDER BY seq LIMIT ?)",
             (sent_before, batch),
         )
-        cur = con.execute(
+        cur = con.execute(  # audit: G46
             "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE sent = 1 AND quarantined_at IS NULL "
             "AND sent_at <= ? ORDER BY seq LIMIT ?)",
             (sent_before, batch),
@@ -184,7 +184,7 @@ def overtaken_by(con, record):
     """
     kept = [seq for (seq,) in con.execute(
         "SELECT seq FROM quarantine_overtaken WHERE quarantine_id = ? ORDER BY seq", (record["id"],))]
-    if record["requeued_at"] is not None:
+    if record["requeued_at"] is not None:  # audit: G43
         return kept
     sent = [seq for (seq,) in con.execute("SELECT seq FROM outbox WHERE sent = 1 AND seq > ? ORDER BY seq",
                                           (record["seq"],))]

@@ -1,6 +1,6 @@
 """The Prometheus text exposition format (version 0.0.4), written and nothing else.
 
-Used by `python -m outbox status --prometheus` and by the sink's metrics.
+Used by `python -m outbox status --prometheus`, the relay's metrics file and the sink's metrics.
 It builds text only: no socket, no file, no DB.
 """
 import math

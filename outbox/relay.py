@@ -101,7 +101,7 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
 
     def before_send(event_id):
         # The stop is looked at first: a stop is not an attempt, and leaves the record as it was.
-        if stop():
+        if stop():  # audit: G40
             raise Stopping("relay stopping: %r not sent" % (event_id,))
         recording["before_send"](event_id)
 
@@ -127,12 +127,12 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
                 tally.sent += len(acked)  # the batch's items before the stop: acked, then marked
                 break
             except (DeliveryError, NotAcknowledged) as exc:
-                tally.sent += len(acked)  # every ACK before the failure was marked before the next send
+                tally.sent += len(acked)  # every ACK before the failure was marked before the next send  # audit: G42
                 kind = failures.kind_of(exc)
                 tally.failures[kind] = tally.failures.get(kind, 0) + 1
-                failed_rounds = 1 if acked else failed_rounds + 1  # an ACK breaks the run of failures
+                failed_rounds = 1 if acked else failed_rounds + 1  # an ACK breaks the run of failures  # audit: G41
                 wait = backoff.delay(failed_rounds, base_delay, max_delay, **kwargs)
-                if failures.is_transient(kind):
+                if failures.is_transient(kind):  # audit: G39
                     if acked:
                         outage.answered()  # the sink took part of the batch before it went quiet
                     wait = outage.silent(exc, wait)
@@ -160,7 +160,7 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
 
 def _check_head(con, max_attempts):
     head = operations.head(con)
-    if head is not None and head["permanent_failures"] >= max_attempts:
+    if head is not None and head["permanent_failures"] >= max_attempts:  # audit: G39
         raise HeadStuck(
             "ALERT: head item %r (seq %d) was refused by the sink %d time(s), --max-attempts %d; last failure: %s "
             "(%s); last error: %s; the line behind it waits" % (
@@ -196,7 +196,7 @@ class _Outage:
         if self.give_up_after is None:
             return wait
         left = self.since + self.give_up_after - now
-        if left <= 0:
+        if left <= 0:  # audit: G41
             raise GaveUp(
                 "ALERT: the sink has not answered for %.1f s (--give-up-after %g s); last error: %s; nothing was "
                 "skipped or lost: run the relay again once the sink is back" % (
@@ -228,7 +228,7 @@ class _Progress:
     def maybe(self, tally):
         now = self.clock.monotonic()
         if tally.sent == self.sent:
-            self.at = now  # nothing delivered since the last line: nothing to say yet
+            self.at = now  # nothing delivered since the last line: nothing to say yet  # audit: G42
             return
         if now - self.at < PROGRESS_EVERY:
             return

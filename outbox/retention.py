@@ -32,7 +32,7 @@ def purge(con, older_than_s, *, batch=PURGE_BATCH, now=None):
     cutoff = (time.time() if now is None else now) - older_than_s
     removed = 0
     while True:
-        count = operations.purge_sent_batch(con, cutoff, batch)
+        count = operations.purge_sent_batch(con, cutoff, batch)  # audit: G46
         removed += count
         if count < batch:
             return removed

@@ -29,7 +29,7 @@ TABLES = (
         qty INTEGER NOT NULL,
         created_at REAL NOT NULL
     )""",
-    # AUTOINCREMENT: a seq is never reused, even after the row with the highest
+    # AUTOINCREMENT: a seq is never reused, even after the row with the highest  # audit: G11
     # one is gone. Each intake gets a seq above every seq the file ever held,
     # so seq order is intake order, but for `requeue` (outbox.operations): it
     # moves a quarantined item to the tail, with a new seq above all of them.
@@ -54,11 +54,11 @@ TABLES = (
     # Holds only the pending line (unsent, not quarantined), so `pending` costs
     # the same with a million sent rows as with ten. Queries must repeat this
     # WHERE literally (`sent = 0 AND quarantined_at IS NULL`) to use it.
-    "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL",
+    "CREATE INDEX outbox_pending ON outbox(seq) WHERE sent = 0 AND quarantined_at IS NULL",  # audit: G10
 )
 SCHEMA = TABLES + history.TABLES
 
-# The pending line: ordered by seq and nothing else, never an id or a clock.
+# The pending line: ordered by seq and nothing else, never an id or a clock.  # audit: G8, G10
 # The WHERE repeats the partial index's own, term for term, so SQLite reads
 # only that index, never the sent rows.
 PENDING_SQL = "SELECT payload FROM outbox WHERE sent = 0 AND quarantined_at IS NULL ORDER BY seq LIMIT ?"
@@ -79,7 +79,7 @@ def init_store(path, durability="full"):
     db.check_durability(durability)  # before the upgrade below can touch the file
     upgrade.upgrade_in_place(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION,
                              upgrades=upgrade.SOURCE_STEPS, kind="source")
-    return db.open_db(
+    return db.open_db(  # audit: G2
         path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, schema=SCHEMA, kind="source", durability=durability
     )
 
@@ -92,7 +92,7 @@ def intake(con, event):
     same id with a different event raises Conflict. Invalid events raise
     InvalidEvent before the DB is touched.
     """
-    event, payload = validate_and_serialise(event)
+    event, payload = validate_and_serialise(event)  # audit: G5
     with db.transaction(con):
         now = time.time()
         try:
@@ -104,12 +104,12 @@ def intake(con, event):
             # orders.id is the primary key: this id was taken in before. The
             # failed INSERT wrote nothing and the transaction goes on; looking
             # it up only now spares every new order (the common case) a SELECT.
-            return _seq_of_repeat(con, event["id"], payload)
+            return _seq_of_repeat(con, event["id"], payload)  # audit: G6
         cur = con.execute(
             "INSERT INTO outbox (event_id, payload, sent, created_at) VALUES (?, ?, 0, ?)",
             (event["id"], payload, now),
         )
-        return cur.lastrowid
+        return cur.lastrowid  # audit: G5
 
 
 def intake_many(con, events):
@@ -127,7 +127,7 @@ def intake_many(con, events):
     batch = {}  # id -> (event, payload) of its first appearance; dicts keep input order
     for index, event in enumerate(events):
         try:
-            event, payload = validate_and_serialise(event)
+            event, payload = validate_and_serialise(event)  # audit: G7
         except InvalidEvent as exc:
             raise InvalidEvent("event %d: %s" % (index, exc)) from None
         first = batch.setdefault(event["id"], (event, payload))
@@ -139,7 +139,7 @@ def intake_many(con, events):
         ids.append(event["id"])
     try:
         with db.transaction(con):
-            seqs = _insert_new(con, list(batch.values()))
+            seqs = _insert_new(con, list(batch.values()))  # audit: G7
     except sqlite3.IntegrityError:
         # An id of the batch was taken in before (orders.id is the primary key),
         # so that transaction rolled back and wrote nothing. This one looks each
@@ -164,7 +164,7 @@ def _insert_new(con, new):
     # AUTOINCREMENT gives every new row a seq above any the table ever had, and
     # the caller's BEGIN IMMEDIATE keeps other writers out: the rows above the
     # current top are exactly these.
-    top = con.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+    top = con.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]  # audit: G7
     now = time.time()
     con.executemany(
         "INSERT INTO orders (id, sku, qty, created_at) VALUES (?, ?, ?, ?)",
@@ -186,10 +186,10 @@ def _seq_of_repeat(con, event_id, payload):
     its id is spent, and a new order needs a new id.
     """
     row = con.execute("SELECT seq, payload FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
-    if row is None:
+    if row is None:  # audit: G6
         raise Conflict("order %r was taken in and sent before, and its outbox row purged; a new order needs a new id"
                        % (event_id,))
-    if row[1] != payload:
+    if row[1] != payload:  # audit: G6
         raise Conflict("order %r was taken in before with payload %s; refusing %s" % (event_id, row[1], payload))
     return row[0]
 
@@ -202,10 +202,10 @@ def pending(con, limit=MAX_BATCH):
     else ValueError. Read-only: it writes no row and leaves no transaction open
     (all rows are fetched before it returns).
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BATCH:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BATCH:  # audit: G8
         raise ValueError("limit must be an int from 1 to %d, got %r (%s)" % (MAX_BATCH, limit, type(limit).__name__))
-    rows = con.execute(PENDING_SQL, (limit,)).fetchall()
-    # validate_event gives each dict the key order id, sku, qty and refuses a damaged row loudly.
+    rows = con.execute(PENDING_SQL, (limit,)).fetchall()  # audit: G9
+    # validate_event gives each dict the key order id, sku, qty and refuses a damaged row loudly.  # audit: G8
     return [validate_event(json.loads(payload)) for (payload,) in rows]
 
 
@@ -218,11 +218,11 @@ def mark_sent(con, event_id):
     """
     with db.transaction(con):
         cur = con.execute(
-            "UPDATE outbox SET sent = 1, sent_at = ? WHERE event_id = ? AND sent = 0",
+            "UPDATE outbox SET sent = 1, sent_at = ? WHERE event_id = ? AND sent = 0",  # audit: G12
             (time.time(), event_id),
         )
         if cur.rowcount == 1:
             return True
         if con.execute("SELECT 1 FROM outbox WHERE event_id = ?", (event_id,)).fetchone() is None:
-            raise KeyError("no outbox row for event id %r" % (event_id,))
+            raise KeyError("no outbox row for event id %r" % (event_id,))  # audit: G12
         return False

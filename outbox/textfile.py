@@ -16,7 +16,7 @@ def replace(path, text):
     """
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=folder)
+    handle, temporary = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=folder)  # audit: G48
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as f:
             f.write(text)

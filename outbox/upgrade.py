@@ -104,13 +104,13 @@ def upgrade_in_place(path, *, application_id, version, upgrades, kind):
     found = _stamped_version(path, application_id=application_id)
     if found is None or found == version:
         return
-    if found > version:
+    if found > version:  # audit: G4
         raise _written_by_newer(path, kind, found, version)
     if any(step not in upgrades for step in range(found, version)):
         raise WrongDatabase("%r: no upgrade from %s DB schema %d; it was left unchanged" % (path, kind, found))
     con = db.connect(path)
     try:
-        with db.transaction(con):
+        with db.transaction(con):  # audit: G4
             # Look again under the write lock: another process may have upgraded it meanwhile.
             current = con.execute("PRAGMA user_version").fetchone()[0]
             for step in range(current, version):
@@ -133,7 +133,7 @@ def refuse_other_version_readonly(path, *, application_id, version, kind, comman
     found = _stamped_version(path, application_id=application_id)
     if found is not None and found > version:
         raise _written_by_newer(path, kind, found, version)
-    if found is not None and found < version:
+    if found is not None and found < version:  # audit: G4
         raise WrongDatabase(
             "%r is a %s DB of an earlier release (schema %d, this code reads %d); upgrade it in place "
             "first with: %s (nothing was changed)" % (path, kind, found, version, command % path)

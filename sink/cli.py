@@ -25,7 +25,7 @@ from outbox.cli_args import Parser, add_durability_flag, loopback_host_arg, posi
 from outbox.errors import OutboxError
 from outbox.timestamps import utc
 
-from . import faults, inbox, metrics, server
+from . import faults, metrics, server, views
 
 PROG = "sink"
 EXIT_OK = 0
@@ -46,7 +46,7 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (OutboxError, OSError) as exc:
+    except (OutboxError, OSError) as exc:  # audit: G36
         print("%s: error: %s" % (PROG, exc), file=sys.stderr)
         return EXIT_DB
     except sqlite3.Error as exc:
@@ -187,7 +187,7 @@ def _serve(args):
         # At once: another stop() could wait on the thread that is gone. Its traceback is in the log above.
         print("%s: error: %s; exiting with status %d" % (PROG, srv.failure, EXIT_THREAD_DIED),
               file=sys.stderr, flush=True)
-        return EXIT_THREAD_DIED
+        return EXIT_THREAD_DIED  # audit: G33
     return EXIT_OK
 
 
@@ -196,17 +196,17 @@ _LOG_LOCK = threading.Lock()
 
 def _log(line):
     """The server's log: one line on stderr, UTC time first, written whole and flushed (every thread logs)."""
-    text = "%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), line)
+    text = "%s %s\n" % (utc(time.time()), line)
     with _LOG_LOCK:
         sys.stderr.write(text)
         sys.stderr.flush()
 
 
 def _show(args):
-    con = inbox.open_readonly(args.db)
+    con = views.open_readonly(args.db)
     try:
-        stock = inbox.inventory(con)
-        log = inbox.deliveries(con)
+        stock = views.inventory(con)
+        log = views.deliveries(con)
     finally:
         con.close()
     print("inventory (%d)" % len(stock))
@@ -219,8 +219,8 @@ def _show(args):
 
 
 def _status(args):
-    with contextlib.closing(inbox.open_readonly(args.db)) as con:
-        figures = inbox.status(con)
+    with contextlib.closing(views.open_readonly(args.db)) as con:
+        figures = views.status(con)
     if args.json:
         print(json.dumps({k: v for k, v in figures.items() if k != "last_delivery_unix"}, sort_keys=True))
     elif args.prometheus:

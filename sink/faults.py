@@ -1,8 +1,9 @@
 """Opt-in fault injection around the sink's `receive`, chosen by name.
 
-Owns the fault names, CRASH_EXIT and `FaultyReceive`, the wrapper that makes
-them happen. A server started without a fault never builds one, so the normal
-path runs none of this. It never changes what `receive` writes: it only
+Owns the fault names, CRASH_EXIT, `FaultyReceive`, the wrapper that makes
+them happen, and `exit_after_first_commit`, the crash right after a COMMIT
+(the grader's intake child uses it too). A server started without a fault
+never builds a FaultyReceive, so the normal path runs none of this. It never changes what `receive` writes: it only
 decides when the process dies or the answer is withheld (by raising the
 server's own WithholdAnswer, the one thing the server knows about faults).
 
@@ -59,9 +60,9 @@ class FaultyReceive:
 
     def __call__(self, con, event):
         hit = self._take()
-        if not hit:
+        if not hit:  # audit: G35
             return self._receive(con, event)
-        if self._log is not None:
+        if self._log is not None:  # audit: G35
             self._log("fault %s fired on event %r (%d of %d): %s" % (
                 self.name, event.get("id") if isinstance(event, dict) else None, hit, self._count,
                 _EFFECTS[self.name]))
@@ -86,12 +87,12 @@ class FaultyReceive:
             raise WithholdAnswer(
                 "%s: receive raised %s: %s; no answer is sent" % (self.name, type(exc).__name__, exc)
             ) from exc
-        raise WithholdAnswer("%s: receive returned %r; no answer is sent" % (self.name, result))
+        raise WithholdAnswer("%s: receive returned %r; no answer is sent" % (self.name, result))  # audit: G35
 
     def _crash_before_commit(self, con, event):
         def trace(statement):
             if _is_commit(statement):
-                os._exit(CRASH_EXIT)
+                os._exit(CRASH_EXIT)  # audit: G35
 
         # SQLite calls `trace` as each statement starts, i.e. before COMMIT takes effect.
         con.set_trace_callback(trace)
@@ -101,21 +102,34 @@ class FaultyReceive:
             con.set_trace_callback(None)
 
     def _crash_after_commit(self, con, event):
-        committed = []
-
-        def trace(statement):
-            if committed:
-                os._exit(CRASH_EXIT)
-            if _is_commit(statement):
-                committed.append(statement)
-
-        con.set_trace_callback(trace)
+        exit_after_first_commit(con, CRASH_EXIT)  # audit: G35
         try:
             self._receive(con, event)
         finally:
             # No statement came after the commit (or none committed at all):
             # whatever receive wrote is as durable as it will ever be, so end here.
-            os._exit(CRASH_EXIT)
+            os._exit(CRASH_EXIT)  # audit: G35
+
+
+def exit_after_first_commit(con, status):
+    """Make the first statement after the first COMMIT on `con` end the process with `status`: a real crash.
+
+    `os._exit` from SQLite's trace callback, which runs as each statement
+    starts: the COMMIT has taken effect, nothing after it has. Returns a list
+    that holds the COMMIT once it has run, so that a caller whose call returned
+    with no statement after it ends the process itself. The kit's one copy:
+    the grader's intake child crashes a worker's intake with it too.
+    """
+    committed = []
+
+    def trace(statement):
+        if committed:
+            os._exit(status)  # audit: G35
+        if _is_commit(statement):
+            committed.append(statement)
+
+    con.set_trace_callback(trace)
+    return committed
 
 
 def _is_commit(statement):

@@ -18,7 +18,7 @@ MAX_REQUEST_LINE = 8192  # bytes up to the first CRLF; more is 414
 MAX_HEAD = 16384  # bytes up to the blank line; more is 431
 MAX_HEADERS = 64  # header lines; more is 431
 
-# The one table from a refusal to its status. Every answer but 200 goes through it.
+# The one table from a refusal to its status. Every answer but 200 goes through it.  # audit: G27
 STATUS = {
     "invalid": HTTPStatus.BAD_REQUEST,  # untrusted framing, bad JSON, an invalid event
     "no-length": HTTPStatus.LENGTH_REQUIRED,
@@ -141,7 +141,7 @@ class Reader:
     @property
     def wants_continue(self):
         """True while an HTTP/1.1 client that sent `Expect: 100-continue` waits for `100 Continue` before its body."""
-        return (self.outcome is NEED_MORE and self._expects_continue and not self._continue_sent
+        return (self.outcome is NEED_MORE and self._expects_continue and not self._continue_sent  # audit: G29
                 and len(self._buffer) == self._body_at)
 
     def continue_sent(self):
@@ -190,11 +190,11 @@ class Reader:
         if self.head is None:
             end = self._buffer.find(b"\r\n\r\n")
             # Only the head is held to the head's rules: a body may hold a bare LF.
-            check_start(self._buffer if end == -1 else self._buffer[:end + 4])
+            check_start(self._buffer if end == -1 else self._buffer[:end + 4])  # audit: G27
             end = head_end(self._buffer)
             if end == -1:
                 return NEED_MORE
-            self.head = parse_head(bytes(self._buffer[:end]))
+            self.head = parse_head(bytes(self._buffer[:end]))  # audit: G27
             self._body_at = end
             self._check_route(self.head)
         if len(self._buffer) - self._body_at < self._length:
@@ -203,10 +203,10 @@ class Reader:
 
     def _check_route(self, head):
         allowed = self.routes.get(head.target)
-        if allowed is None:
+        if allowed is None:  # audit: G28
             raise Refused(
                 "no-such-path", "no such path %r: the sink serves only %s" % (head.target, describe(self.routes)))
-        if head.method != allowed:
+        if head.method != allowed:  # audit: G28
             raise Refused(
                 "wrong-method", "method %s is not allowed on %s; use %s" % (head.method, head.target, allowed),
                 allow=allowed,

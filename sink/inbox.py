@@ -1,13 +1,13 @@
 """The sink DB: the inbox of applied event ids, the inventory, the deliveries log.
 
-The only module with the sink DB's SQL. It writes in exactly one place,
-`receive`, one visible transaction per event. It never speaks HTTP and never
-deletes a row.
+The sink DB's schema and its one writer, `receive`: one visible transaction
+per event. It never speaks HTTP and never deletes a row. Every read of the
+DB (the ACK's digest, show, status, /metrics) is sink.views, which writes nothing.
 """
 
 import time
 
-from outbox import db, readonly, timestamps
+from outbox import db
 from outbox.errors import Conflict
 from outbox.event import payload_digest, validate_and_serialise
 
@@ -19,7 +19,7 @@ DUPLICATE = "duplicate"
 CONFLICT = "conflict"
 
 SCHEMA = (
-    # One row per event id ever applied; its digest is what a later copy is compared with.
+    # One row per event id ever applied; its digest is what a later copy is compared with.  # audit: G23
     """CREATE TABLE inbox (
         event_id TEXT PRIMARY KEY,
         digest TEXT NOT NULL,
@@ -69,13 +69,13 @@ def receive(con, event):
     different event gets only a `conflict` delivery, which is committed
     before Conflict is raised. A failure inside leaves no trace at all.
     """
-    event, payload = validate_and_serialise(event)  # the rules checked once, not three times
+    event, payload = validate_and_serialise(event)  # the rules checked once, not three times  # audit: G23
     event_digest = payload_digest(payload)
     with db.transaction(con):
         row = con.execute("SELECT digest, payload FROM inbox WHERE event_id = ?", (event["id"],)).fetchone()
         now = time.time()
         if row is None:
-            outcome = APPLIED
+            outcome = APPLIED  # audit: G23
             con.execute(
                 "INSERT INTO inbox (event_id, digest, payload, applied_at) VALUES (?, ?, ?, ?)",
                 (event["id"], event_digest, payload, now),
@@ -86,7 +86,7 @@ def receive(con, event):
             if cur.rowcount == 0:
                 con.execute("INSERT INTO inventory (sku, qty) VALUES (?, ?)", (event["sku"], event["qty"]))
         elif row[0] == event_digest:
-            outcome = DUPLICATE
+            outcome = DUPLICATE  # audit: G23
         else:
             outcome = CONFLICT
         con.execute(
@@ -94,51 +94,6 @@ def receive(con, event):
             (event["id"], outcome, event_digest, now),
         )
     # Raised only now, after COMMIT: the conflict is on record before anyone hears of it.
-    if outcome == CONFLICT:
+    if outcome == CONFLICT:  # audit: G24
         raise Conflict("event %r was applied before with payload %s; refusing %s" % (event["id"], row[1], payload))
     return outcome
-
-
-def held_digest(con, event_id):
-    """The digest of the event the inbox holds for `event_id` (SHA-256 hex of its canonical JSON), or None. Read-only.
-
-    This is what the sink ACKs with: the digest of what it keeps, not of what
-    it was just sent, so a publisher can tell an ACK for another payload.
-    """
-    row = con.execute("SELECT digest FROM inbox WHERE event_id = ?", (event_id,)).fetchone()
-    return None if row is None else row[0]
-
-
-def open_readonly(path):
-    """Open an existing sink DB only to read it (see outbox.readonly); never creates a file."""
-    return readonly.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")
-
-
-def inventory(con):
-    """All (sku, qty) rows, ordered by sku. Read-only."""
-    return con.execute("SELECT sku, qty FROM inventory ORDER BY sku").fetchall()
-
-
-def deliveries(con):
-    """All (seq, event_id, outcome, digest, received_at) rows, in arrival order. Read-only."""
-    return con.execute("SELECT seq, event_id, outcome, digest, received_at FROM deliveries ORDER BY seq").fetchall()
-
-
-def status(con):
-    """What an operator watches at the sink, as a dict. Read-only.
-
-    applied, duplicates, conflicts: counts from the deliveries log;
-    last_delivery_at: the latest delivery's time as UTC ISO 8601, or None
-    (last_delivery_unix: the same as seconds since the epoch); inventory:
-    {sku: qty}.
-    """
-    counts = dict(con.execute("SELECT outcome, count(*) FROM deliveries GROUP BY outcome").fetchall())
-    last = con.execute("SELECT max(received_at) FROM deliveries").fetchone()[0]
-    return {
-        "applied": counts.get(APPLIED, 0),
-        "duplicates": counts.get(DUPLICATE, 0),
-        "conflicts": counts.get(CONFLICT, 0),
-        "last_delivery_at": None if last is None else timestamps.utc(last),
-        "last_delivery_unix": last,
-        "inventory": {sku: qty for sku, qty in inventory(con)},
-    }

@@ -1,7 +1,7 @@
 """The sink's figures in the Prometheus text format, for `GET /metrics` and `python -m sink status`.
 
-Turns the dict of sink.inbox.status into text and nothing else: no SQL,
-no HTTP. The server calls `render(inbox.status(con))` and sends the result
+Turns the dict of sink.views.status into text and nothing else: no SQL,
+no HTTP. The server calls `render(views.status(con))` and sends the result
 as ``text/plain; version=0.0.4``.
 """
 from outbox import prometheus
@@ -10,7 +10,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def render(status):
-    """`status` (sink.inbox.status) as Prometheus text: deliveries by outcome, inventory, last delivery time."""
+    """`status` (sink.views.status) as Prometheus text: deliveries by outcome, inventory, last delivery time."""
     lines = prometheus.family(
         "sink_deliveries_total", "counter", "Deliveries logged by the sink, by outcome (one row each).",
         [({"outcome": "applied"}, status["applied"]), ({"outcome": "duplicate"}, status["duplicates"]),

@@ -1,7 +1,7 @@
 """The sink's HTTP boundary: connections, POST /events, GET /health and GET /metrics.
 
-Owns the listening socket, every client connection until it is closed, and
-the one store connection. It never parses HTTP (a framing.Reader per
+Owns the listening socket, every client connection until it is closed, and,
+through sink.storethread, the one store connection. It never parses HTTP (a framing.Reader per
 connection does), never runs SQL of its own and never decides an outcome: it
 moves bytes into each Reader, validates the event, calls `receive` once, and
 reports what `receive` said. It knows no fault by name: a wrapper that wants
@@ -46,7 +46,7 @@ from outbox.db import check_durability
 from outbox.errors import Conflict, InvalidEvent
 from outbox.event import loads_strict, validate_event
 
-from . import framing, inbox, metrics
+from . import framing, inbox, metrics, views
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -57,7 +57,7 @@ METRICS_PATH = "/metrics"
 # path -> the one method it serves. A new route is one line here plus one
 # branch in SinkServer.respond: the 404 text and `python -m sink serve --help`
 # name the routes from this table.
-ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}
+ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audit: G28
 ROUTES_TEXT = framing.describe(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
@@ -145,13 +145,13 @@ def make_server(
         raise ValueError("durability %r applies to the kit's own store; a foreign init_sink sets its own" % durability)
     open_store = init_sink if init_sink is not None else functools.partial(inbox.init_sink, durability=durability)
     receive = receive if receive is not None else inbox.receive
-    if fault is not None:
+    if fault is not None:  # audit: G35
         from . import faults  # only here: a server without a fault never loads the fault code
 
         receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
     listener = _listen(host, port)
     try:
-        store = StoreThread(open_store, db_path)
+        store = StoreThread(open_store, db_path)  # audit: G25
     except BaseException:
         listener.close()
         raise
@@ -159,7 +159,7 @@ def make_server(
         listener,
         store=store,
         receive=receive,
-        held_digest=inbox.held_digest if own_store else None,
+        held_digest=views.held_digest if own_store else None,
         timeout=float(timeout),
         max_connections=max_connections,
         log=log,
@@ -186,7 +186,7 @@ def _log_to(log, line):
     if log is not None:
         try:
             log(line)
-        except Exception:
+        except Exception:  # audit: G34
             pass  # a log cannot report its own failure; whatever was logging goes on
 
 
@@ -276,15 +276,15 @@ class SinkServer:
         the store connection left open until the process ends. Raises
         ThreadDied, once all is closed, if a thread of the server died.
         """
-        self.shutdown()
+        self.shutdown()  # audit: G32
         self.server_close()
         if self._failure is not None:
-            raise self._failure
+            raise self._failure  # audit: G33
 
     def shutdown(self):
         """Make serve_forever return and wait for it: at once for idle clients, by their deadlines for bodies."""
         if self._give_up is None:
-            self._give_up = time.monotonic() + self.request_timeout + STOP_GRACE
+            self._give_up = time.monotonic() + self.request_timeout + STOP_GRACE  # audit: G32
         self._stop_requested = True
         self._wake()
         if self._serving is not None:
@@ -304,8 +304,8 @@ class SinkServer:
         for _ in self._workers:
             self._jobs.put(None)
         for worker in self._workers:
-            worker.join(max(0.0, give_up - time.monotonic()))
-        busy = [worker.name for worker in self._workers if worker.is_alive()]
+            worker.join(max(0.0, give_up - time.monotonic()))  # audit: G32
+        busy = [worker.name for worker in self._workers if worker.is_alive()]  # audit: G32
         if busy:
             with self._lock:
                 for sock in self._in_hand:
@@ -331,7 +331,7 @@ class SinkServer:
         rather than left waiting, and it is raised here.
         On shutdown: stop accepting, close at once every client that has not
         sent a complete head (idle, trickling), and keep reading only the
-        bodies of requests already in hand, each until its own deadline.
+        bodies of those whose head is in, each until its own deadline.
         """
         self._ran = True
         try:
@@ -339,14 +339,14 @@ class SinkServer:
                 self._serve_once()
             self._stop_listening()
             for client in list(self._waiting):
-                if client.reader.head is None:
+                if client.reader.head is None:  # audit: G32
                     self._close(client)
             give_up = self._give_up if self._give_up is not None else float("inf")
             while self._waiting and time.monotonic() < give_up:
                 self._serve_once()
         except BaseException as exc:
             self.socket.close()  # first, so that once `failure` is set no new client is left waiting
-            self._fail("reader", exc)
+            self._fail("reader", exc)  # audit: G33
             raise
         finally:
             for client in list(self._waiting):
@@ -391,7 +391,7 @@ class SinkServer:
         except Exception:
             self.log_line("%s - closed after an internal error:\n%s"
                           % (client.address[0], traceback.format_exc().rstrip()))
-            self._close(client)
+            self._close(client)  # audit: G30
 
     def _open(self):
         with self._lock:
@@ -399,7 +399,7 @@ class SinkServer:
 
     def _accept(self):
         for _ in range(self._accepts_per_wake):
-            if self._open() >= self.max_connections and not self._waiting:
+            if self._open() >= self.max_connections and not self._waiting:  # audit: G31
                 # Every slot holds a request in hand: new clients wait in the backlog until one is answered.
                 self._stop_listening()
                 return
@@ -446,7 +446,7 @@ class SinkServer:
         """Close the client that has waited longest without a complete request; False if there is none."""
         if not self._waiting:
             return False
-        oldest = next(iter(self._waiting))
+        oldest = next(iter(self._waiting))  # audit: G31
         self.log_line("%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
         self._close(oldest)
         return True
@@ -486,7 +486,7 @@ class SinkServer:
         outcome = client.reader.feed(data) if data else client.reader.eof()
         if outcome is not NEED_MORE:
             self._settle(client, outcome)
-        elif client.reader.wants_continue:
+        elif client.reader.wants_continue:  # audit: G29
             client.reader.continue_sent()
             try:
                 client.sock.send(CONTINUE)
@@ -500,7 +500,7 @@ class SinkServer:
                 break
             expired.append(client)
         for client in expired:
-            self._for_client(client, self._settle, client.reader.expire(now))
+            self._for_client(client, self._settle, client.reader.expire(now))  # audit: G30
 
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
@@ -548,7 +548,7 @@ class SinkServer:
             pass  # the log may be what failed: the failure is recorded below all the same
         with self._lock:
             if self._failure is None:
-                self._failure = died
+                self._failure = died  # audit: G33
         self._wake()
 
     # -- answers (worker threads) -----------------------------------------------------------------
@@ -595,7 +595,7 @@ class SinkServer:
         shown = [] if status is None else [str(int(status))]
         if note is not None:
             shown.append(note if note.startswith("unhandled") else _one_line(note))
-        self.log_line('%s - "%s" %s' % (address[0], line, " ".join(shown)))
+        self.log_line('%s - "%s" %s' % (address[0], line, " ".join(shown)))  # audit: G34
 
     def respond(self, head, body):
         """The Answer to a complete request whose route is allowed; Refused for anything untrusted.
@@ -603,10 +603,10 @@ class SinkServer:
         Once a thread of the server has died (`failure`), or the store has
         ended, every request is refused with 503 and nothing is written.
         """
-        if self._failure is not None:
+        if self._failure is not None:  # audit: G33
             raise Refused("unavailable", "the sink cannot serve: %s" % self._failure)
         try:
-            if head.target == HEALTH_PATH:
+            if head.target == HEALTH_PATH:  # audit: G28
                 return Answer(HTTPStatus.OK, {"ok": True})
             if head.target == METRICS_PATH:
                 return Answer(HTTPStatus.OK, self._metrics(), metrics.CONTENT_TYPE)
@@ -618,7 +618,7 @@ class SinkServer:
         """The deliveries log and inventory as Prometheus text, read on the store thread."""
         try:
             return self._store.call(_metrics_text)
-        except sqlite3.Error as exc:  # a foreign store without the columns sink.inbox.status reads
+        except sqlite3.Error as exc:  # a foreign store without the columns sink.views.status reads
             raise Refused("internal", "internal error: no metrics from this store: %s" % exc) from exc
 
     def _post_event(self, body):
@@ -629,7 +629,7 @@ class SinkServer:
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
-        ack = {"ack": True, "id": event["id"], "result": result}
+        ack = {"ack": True, "id": event["id"], "result": result}  # audit: G26
         if held is not None:
             ack["digest"] = held
         return ack
@@ -637,7 +637,7 @@ class SinkServer:
     def _receive_once(self, con, event):
         """On the store thread: receive, check its result, then read the digest of what the store holds."""
         result = self.receive(con, event)
-        if not isinstance(result, str) or result not in RESULTS:
+        if not isinstance(result, str) or result not in RESULTS:  # audit: G26
             raise Refused(
                 "internal", "internal error: receive returned %r, not one of %s" % (result, ", ".join(RESULTS))
             )
@@ -648,7 +648,7 @@ class SinkServer:
         # By class name too, so a foreign store with its own Conflict maps the same way.
         if isinstance(exc, Conflict) or type(exc).__name__ == "Conflict":
             # The client hears "conflict"; the request's log line says which payloads met.
-            return Refused("conflict", "conflict", event_id=event_id, detail="conflict: %s" % exc)
+            return Refused("conflict", "conflict", event_id=event_id, detail="conflict: %s" % exc)  # audit: G24
         if isinstance(exc, ValueError):
             return Refused("invalid", str(exc))
         self.log_line(
@@ -673,7 +673,7 @@ class SinkServer:
         ]
         if answer.allow is not None:
             lines.append("Allow: %s" % answer.allow)
-        lines.append("Connection: close")
+        lines.append("Connection: close")  # audit: G27
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head if head_only else head + data
 
@@ -682,7 +682,7 @@ class SinkServer:
 
 
 def _metrics_text(con):
-    return metrics.render(inbox.status(con))
+    return metrics.render(views.status(con))
 
 
 def _parse_event(body):
@@ -693,7 +693,7 @@ def _parse_event(body):
     except (ValueError, RecursionError) as exc:
         raise Refused("invalid", "body is not valid JSON: %s" % exc) from None
     try:
-        return validate_event(value)
+        return validate_event(value)  # audit: G27
     except InvalidEvent as exc:
         raise Refused("invalid", str(exc)) from None
 

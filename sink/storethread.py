@@ -109,7 +109,7 @@ class StoreThread:
                 call.done.set()
                 return
             try:
-                call.result = call.fn(self._con, *call.args)
+                call.result = call.fn(self._con, *call.args)  # audit: G25
             except Exception as exc:
                 call.error = exc
             except BaseException as exc:

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from tests.support import ROOT, copy_packages, python_env
+from tests.support import ROOT, copy_packages, python_env, without_audit_markers
 
 GRADE = os.path.join(ROOT, "grade.py")
 REFERENCE = os.path.join("examples", "worker_reference.py")
@@ -308,7 +308,7 @@ def make_mutant(root, mistake, edits, path):
     copy_packages(root, ("outbox", "sink", "examples"), source=ROOT)
     target = os.path.join(root, path)
     with open(target, encoding="utf-8") as f:
-        text = f.read()
+        text = without_audit_markers(f.read())
     for old, new in edits:
         count = text.count(old)
         if count != 1:

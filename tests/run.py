@@ -16,7 +16,7 @@ from __future__ import print_function
 import sys
 
 MIN_PYTHON = (3, 8)
-if sys.version_info < MIN_PYTHON:
+if sys.version_info < MIN_PYTHON:  # audit: G50
     sys.stderr.write("outbox-kit needs Python %d.%d or newer; this is Python %s\n"
                      % (MIN_PYTHON + (sys.version.split()[0],)))
     sys.exit(2)

@@ -430,6 +430,17 @@ def kit_files():
     return sorted(found)
 
 
+# The audit map's markers (docs/audit.md): `  # audit: G3` after code, or on a line of its own.
+_AUDIT_TRAILING = re.compile(r"[ \t]+# audit: G[0-9]+(?:, G[0-9]+)*[ \t]*$", re.M)
+_AUDIT_LINE = re.compile(r"^[ \t]*# audit: G[0-9]+(?:, G[0-9]+)*[ \t]*\n", re.M)
+
+
+def without_audit_markers(text):
+    """`text` without the audit map's marker comments: a mutant's anchor is written against the code alone,
+    so placing or moving a marker never makes a patch stale (the mutant copy simply has none)."""
+    return _AUDIT_TRAILING.sub("", _AUDIT_LINE.sub("", text))
+
+
 def copy_kit(dest):
     """Copy the kit's files into the new directory `dest`, then make the copy read-only for everyone."""
     for name in kit_files():

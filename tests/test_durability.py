@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from outbox import db, init_store, intake, operations, pending
-from sink import init_sink, inbox, receive
+from sink import init_sink, receive, views
 from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env
 
 FULL, NORMAL = 2, 1  # what PRAGMA synchronous reads back
@@ -128,7 +128,7 @@ class DurabilityTest(TempDirTestCase):
                 else:
                     con = init_sink(path)
                     self.addCleanup(con.close)
-                    self.assertEqual(inbox.inventory(con), [("snack", 7)])
+                    self.assertEqual(views.inventory(con), [("snack", 7)])
                     self.assertEqual(receive(con, {"id": "snack-7", "sku": "snack", "qty": 7}), "duplicate")
 
 

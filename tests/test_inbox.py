@@ -6,7 +6,7 @@ import sqlite3
 import outbox.errors
 from outbox import store
 from outbox.event import canonical, digest
-from sink import Conflict, InvalidEvent, WrongDatabase, inbox, init_sink, receive
+from sink import Conflict, InvalidEvent, WrongDatabase, inbox, init_sink, receive, views
 from tests.support import TempDirTestCase
 
 
@@ -219,11 +219,11 @@ class OpenReadonlyTest(TempDirTestCase):
         receive(con, {"id": "e1", "sku": "apple", "qty": 3})
         receive(con, {"id": "e1", "sku": "apple", "qty": 3})
         con.close()
-        reader = inbox.open_readonly(path)
+        reader = views.open_readonly(path)
         self.addCleanup(reader.close)
-        self.assertEqual(inbox.inventory(reader), [("apple", 3)])
+        self.assertEqual(views.inventory(reader), [("apple", 3)])
         self.assertEqual(
-            [(r[0], r[1], r[2]) for r in inbox.deliveries(reader)], [(1, "e1", "applied"), (2, "e1", "duplicate")]
+            [(r[0], r[1], r[2]) for r in views.deliveries(reader)], [(1, "e1", "applied"), (2, "e1", "duplicate")]
         )
         with self.assertRaises(sqlite3.DatabaseError):
             reader.execute("DELETE FROM inventory")
@@ -231,7 +231,7 @@ class OpenReadonlyTest(TempDirTestCase):
     def test_missing_file_is_refused_and_not_created(self):
         path = self.path("missing.db")
         with self.assertRaises(WrongDatabase):
-            inbox.open_readonly(path)
+            views.open_readonly(path)
         self.assertEqual(os.listdir(self.tmp), [])
 
     def test_empty_source_and_garbage_files_are_refused_unchanged(self):
@@ -247,6 +247,6 @@ class OpenReadonlyTest(TempDirTestCase):
                 with open(path, "rb") as f:
                     before = f.read()
                 with self.assertRaises(WrongDatabase):
-                    inbox.open_readonly(path)
+                    views.open_readonly(path)
                 with open(path, "rb") as f:
                     self.assertEqual(f.read(), before)

@@ -17,18 +17,20 @@ PACKAGES = ("outbox", "sink")
 # The modules that may hold SQL text: the store modules and the DB helpers. store.py: the kernel's SQL;
 # attempts.py, operations.py and history.py: the operator's records on the source DB, and their tables;
 # readonly.py and upgrade.py: reading without writing, and the schema history; sinkview.py: the publisher's
-# read-only view of a sink DB (evidence), through the tables the contract names.
+# read-only view of a sink DB (evidence), through the tables the contract names; sink/inbox.py: the sink DB's
+# schema and its one writer; sink/views.py: the sink DB read for people (show, status, /metrics).
 SQL_MODULES = ("outbox/db.py", "outbox/readonly.py", "outbox/upgrade.py", "outbox/store.py", "outbox/history.py",
-               "outbox/attempts.py", "outbox/operations.py", "outbox/sinkview.py", "sink/inbox.py")
+               "outbox/attempts.py", "outbox/operations.py", "outbox/sinkview.py", "sink/inbox.py", "sink/views.py")
 # The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
 # order, stopping at the first failure; the sink applies each id once".
 KERNEL_MODULES = ("outbox/errors.py", "outbox/event.py", "outbox/db.py", "outbox/store.py", "outbox/dispatch.py",
                   "outbox/sender.py", "sink/inbox.py")
 # What the kernel may import besides itself, and these import nothing else: store.init_store gives a new file
-# the operator's history tables (history.py, their schema alone) and upgrades an older file (upgrade.py);
-# sink.inbox's read-only opener and status use readonly.py and timestamps.py. Never an operator module
-# (attempts, operations, relay, evidence, ...): dispatch takes their bookkeeping as hooks.
-KERNEL_HELPERS = ("outbox/history.py", "outbox/upgrade.py", "outbox/readonly.py", "outbox/timestamps.py")
+# the operator's history tables (history.py, their schema alone) and upgrades an older file (upgrade.py, which
+# looks at it first through readonly.py). Never an operator module (attempts, operations, relay, evidence, ...):
+# dispatch takes their bookkeeping as hooks; and never a reader for people (sink/views.py reads the sink DB for
+# show, status and /metrics).
+KERNEL_HELPERS = ("outbox/history.py", "outbox/upgrade.py", "outbox/readonly.py")
 # The only module that may import an HTTP client.
 HTTP_CLIENT_MODULES = ("outbox/sender.py",)
 HTTP_CLIENT_IMPORTS = ("urllib.request", "http.client")
@@ -251,6 +253,56 @@ class RuleSelfTest(unittest.TestCase):
             self.assertTrue(is_cli_module(relpath), relpath)
         for relpath in ("outbox/store.py", "sink/server.py", "outbox/client.py"):
             self.assertFalse(is_cli_module(relpath), relpath)
+
+
+# The entry points that refuse a Python below the floor, each with a guard of its own that Python 2.7 can
+# parse (none can import a shared one: grade.py and tests/run.py run before any of the kit may load), and the
+# package whose first statement runs outbox's guard instead of holding a copy.
+FLOOR_GUARDS = ("grade.py", "tests/run.py", "outbox/__init__.py")
+FLOOR_BY_IMPORT = ("sink/__init__.py",)
+
+
+def floors(tree):
+    """The tuples the module's top-level `if sys.version_info < X:` guards compare with (X a literal or a name)."""
+    names = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+             for target in node.targets if isinstance(target, ast.Name)}
+    found = []
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Compare) and "version_info" in ast.dump(test.left)
+                and isinstance(test.ops[0], ast.Lt)):
+            bound = test.comparators[0]
+            bound = names.get(bound.id, bound) if isinstance(bound, ast.Name) else bound
+            found.append(ast.literal_eval(bound))
+    return found
+
+
+def first_statement(tree):
+    """The first statement after the module docstring."""
+    body = tree.body[1:] if tree.body and isinstance(tree.body[0], ast.Expr) else tree.body
+    return body[0]
+
+
+class FloorGuardTest(unittest.TestCase):
+    def test_every_entry_point_names_the_same_floor(self):
+        from tests.all_pythons import FLOOR
+
+        for relpath in FLOOR_GUARDS:
+            self.assertEqual(floors(parse(relpath)), [FLOOR], relpath)
+        for relpath in FLOOR_BY_IMPORT:
+            tree = parse(relpath)
+            self.assertEqual(floors(tree), [], "%s keeps a copy of the floor" % relpath)
+            first = first_statement(tree)
+            self.assertTrue(isinstance(first, ast.ImportFrom) and first.module.split(".")[0] == "outbox",
+                            "%s must import outbox first, so outbox's guard runs before anything else" % relpath)
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            self.assertIn("Python %d.%d to" % FLOOR, f.read())
+
+    def test_the_floor_reader_finds_a_literal_a_name_and_a_stray_copy(self):
+        self.assertEqual(floors(ast.parse("import sys\nif sys.version_info < (3, 8):\n    pass\n")), [(3, 8)])
+        self.assertEqual(floors(ast.parse("M = (3, 7)\nif sys.version_info < M:\n    pass\n")), [(3, 7)])
+        self.assertFalse(isinstance(first_statement(ast.parse('"""doc"""\nimport sys\nfrom outbox import x\n')),
+                                    ast.ImportFrom))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from outbox import dispatch, init_store, intake, intake_many, mark_sent, pending
 from outbox import attempts, backoff, operations, prometheus, retention, store
 from outbox.cli_ops import render_status
 from outbox.errors import Conflict, NotAcknowledged, OutboxError, UntrustedAck, WrongDatabase
-from sink import inbox, metrics
+from sink import inbox, metrics, views
 from tests.support import ROOT, TempDirTestCase, build_v1, file_bytes, parse_prometheus
 
 
@@ -415,7 +415,7 @@ class MetricsTextTest(TempDirTestCase):
         inbox.receive(con, ev("a", sku="snack:v1.x"))
         with self.assertRaises(Conflict):
             inbox.receive(con, ev("a", qty=2, sku="snack:v1.x"))
-        status = inbox.status(con)
+        status = views.status(con)
         self.assertEqual((status["applied"], status["duplicates"], status["conflicts"]), (1, 1, 1))
         self.assertRegex(status["last_delivery_at"], r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
         samples = parse_prometheus(metrics.render(status))
@@ -434,7 +434,7 @@ class MetricsTextTest(TempDirTestCase):
         times = (1000.0, 3000.0, 2000.0)  # arrival order is not time order: the latest is the second
         for seq, at in zip((1, 2, 3), times):
             con.execute("UPDATE deliveries SET received_at = ? WHERE seq = ?", (at, seq))
-        status = inbox.status(con)
+        status = views.status(con)
         self.assertEqual(status["last_delivery_unix"], 3000.0)
         self.assertEqual(status["last_delivery_at"], "1970-01-01T00:50:00Z")
         samples = parse_prometheus(metrics.render(status))
@@ -446,7 +446,7 @@ class MetricsTextTest(TempDirTestCase):
     def test_an_empty_sink(self):
         con = inbox.init_sink(self.path("k.db"))
         self.addCleanup(con.close)
-        status = inbox.status(con)
+        status = views.status(con)
         self.assertEqual(status["last_delivery_at"], None)
         self.assertEqual(status["inventory"], {})
         parse_prometheus(metrics.render(status))

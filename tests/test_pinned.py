@@ -11,7 +11,7 @@ import threading
 
 from outbox import WrongDatabase, dispatch, init_store, intake, mark_sent, pending
 from outbox import operations, readonly, store
-from sink import inbox, init_sink, receive
+from sink import init_sink, receive, views
 from tests.support import DEADLINE, LoopbackServer, TempDirTestCase, echo_ack, ev, run_cli
 
 UNKNOWN_VERSION = 99  # no release will reach it; the source schema moving to 2 must not make 99 acceptable
@@ -90,7 +90,7 @@ class UnknownVersionIsRefusedUnchangedTest(TempDirTestCase):
 
     def test_sink(self):
         self.assert_refused_unchanged(init_sink, init_sink, "sink.db")
-        self.assert_refused_unchanged(init_sink, inbox.open_readonly, "sink-ro.db")
+        self.assert_refused_unchanged(init_sink, views.open_readonly, "sink-ro.db")
 
 
 class ReadOnlyConnectionCannotWriteTest(TempDirTestCase):
@@ -161,8 +161,8 @@ class DuplicateBetweenLookupAndWriteTest(TempDirTestCase):
         other.join(DEADLINE)
         self.assertFalse(other.is_alive(), "B never finished")
         self.assertEqual(results, {"a": "applied", "b": "duplicate", "b finished during A's lookup": False})
-        self.assertEqual(inbox.inventory(con_a), [("snack", 7)])
-        self.assertEqual([row[2] for row in inbox.deliveries(con_a)], ["applied", "duplicate"])
+        self.assertEqual(views.inventory(con_a), [("snack", 7)])
+        self.assertEqual([row[2] for row in views.deliveries(con_a)], ["applied", "duplicate"])
 
 
 class CliTest(TempDirTestCase):

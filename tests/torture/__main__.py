@@ -6,7 +6,6 @@ every invariant held, 1 on any violation, 2 for bad arguments). It kills no
 process itself: matrix.py, soak.py and churn.py do, each closing its own
 children. The churn runs alone, after the rest, since it measures the sink's CPU.
 """
-import argparse
 import collections
 import concurrent.futures
 import os
@@ -16,15 +15,15 @@ import sys
 import tempfile
 import time
 
+from outbox.cli_args import Parser
+
 from . import churn, framing_fuzz, matrix, points, soak
 
 PROG = "torture"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        # One line, not the usage block: --help is there for the rest.
-        self.exit(2, "%s: error: %s\n" % (PROG, message))
+class _Parser(Parser):
+    name = PROG
 
 
 def build_parser():

@@ -1,0 +1,56 @@
+"""Every read of the sink DB: the digest an ACK carries, the inventory, the deliveries log, the figures to watch.
+
+For the server (the ACK's digest, GET /metrics) and for `python -m sink
+show` and `status`. Nothing here writes: `open_readonly` opens a connection
+that cannot (outbox.readonly), and the others only SELECT on the connection
+they are given. The tables are sink.inbox's, which writes them.
+"""
+
+from outbox import readonly, timestamps
+
+from .inbox import APPLICATION_ID, APPLIED, CONFLICT, DUPLICATE, SCHEMA_VERSION
+
+
+def held_digest(con, event_id):
+    """The digest of the event the inbox holds for `event_id` (SHA-256 hex of its canonical JSON), or None. Read-only.
+
+    This is what the sink ACKs with: the digest of what it keeps, not of what
+    it was just sent, so a publisher can tell an ACK for another payload.
+    """
+    row = con.execute("SELECT digest FROM inbox WHERE event_id = ?", (event_id,)).fetchone()  # audit: G26
+    return None if row is None else row[0]
+
+
+def open_readonly(path):
+    """Open an existing sink DB only to read it (see outbox.readonly); never creates a file."""
+    return readonly.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")
+
+
+def inventory(con):
+    """All (sku, qty) rows, ordered by sku. Read-only."""
+    return con.execute("SELECT sku, qty FROM inventory ORDER BY sku").fetchall()
+
+
+def deliveries(con):
+    """All (seq, event_id, outcome, digest, received_at) rows, in arrival order. Read-only."""
+    return con.execute("SELECT seq, event_id, outcome, digest, received_at FROM deliveries ORDER BY seq").fetchall()
+
+
+def status(con):
+    """What an operator watches at the sink, as a dict. Read-only.
+
+    applied, duplicates, conflicts: counts from the deliveries log;
+    last_delivery_at: the latest delivery's time as UTC ISO 8601, or None
+    (last_delivery_unix: the same as seconds since the epoch); inventory:
+    {sku: qty}.
+    """
+    counts = dict(con.execute("SELECT outcome, count(*) FROM deliveries GROUP BY outcome").fetchall())
+    last = con.execute("SELECT max(received_at) FROM deliveries").fetchone()[0]
+    return {
+        "applied": counts.get(APPLIED, 0),
+        "duplicates": counts.get(DUPLICATE, 0),
+        "conflicts": counts.get(CONFLICT, 0),
+        "last_delivery_at": None if last is None else timestamps.utc(last),
+        "last_delivery_unix": last,
+        "inventory": {sku: qty for sku, qty in inventory(con)},
+    }
