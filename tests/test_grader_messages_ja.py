@@ -6,7 +6,7 @@ option or by LANG / LC_ALL; a Japanese table that is really translated, not
 English copied over; no English left beyond identifiers, commands and the
 worker's own exception text; argparse in Japanese; and the Japanese stub the
 same contract as the English one. (README.ja.md's table of checks is compared
-with the Japanese `proves` texts in test_grade_messages.py.)
+with the Japanese `proves` texts in test_grader_registry.py.)
 """
 import ast
 import json
