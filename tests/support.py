@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import select
 import shutil
 import socket
 import sqlite3
@@ -313,6 +314,26 @@ def exchange(port, data, *, half_close=True):
         name, _, value = line.partition(":")
         headers.setdefault(name.strip().lower(), []).append(value.strip())
     return status, headers, (json.loads(body.decode("ascii")) if body else None), raw
+
+
+def trickle(port):
+    """Send a request head to 127.0.0.1:`port` one byte per 0.05 s, never silent for long, until the server closes.
+
+    True once it closed (a reset or broken pipe counts), False if it still had
+    not after DEADLINE seconds.
+    """
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as slow:
+        slow.sendall(b"POST /events HTTP/1.1\r\nX-Slow: ")
+        while time.monotonic() - started < DEADLINE:  # a bound on the loop, not a speed target
+            try:
+                slow.sendall(b"a")
+                readable, _, _ = select.select([slow], [], [], 0.05)  # the pause; ends early if the server closes
+                if readable and read_to_eof(slow) == b"":
+                    return True
+            except ConnectionError:  # reset or broken pipe: closed just as well
+                return True
+    return False
 
 
 def cpu_seconds(pid):

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 import unittest
 
 from grader import __version__
@@ -131,9 +130,9 @@ class GradeFailureModesTest(TempDirTestCase):
                 time.sleep(3600)
             intake = pending = mark_sent = dispatch = send_http = init_sink = receive = validate_event = init_store
         ''' % marker)
-        started = time.monotonic()
+        # Bounded here by grade()'s own timeout; how soon a hanging step ends, on the clock, is
+        # tests/test_grader_contain_slow.py's (ContainedRunTest, which times every run it grades).
         status, out, err = grade("--impl", worker, "-k", "exact-ack", "-k", "crash-after-ack", "--timeout", "1", timeout=30)
-        self.assertLess(time.monotonic() - started, 20)
         self.assertEqual(status, 1)
         self.assertRegex(out, r"FAIL exact-ack .*\n.*timed out after 1 s")
         self.assertRegex(out, r"FAIL crash-after-ack .*\n.*timed out after 1 s")
