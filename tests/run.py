@@ -111,7 +111,16 @@ def main(argv=None):
     jobs = max(1, min(args.jobs, len(names)))
     started = time.monotonic()
 
+    seconds = {}
+
     def run_worker(name):
+        begun = time.monotonic()
+        try:
+            return run_module(name)
+        finally:
+            seconds[name] = time.monotonic() - begun
+
+    def run_module(name):
         cmd = ([sys.executable] + interpreter_options() + [os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else [])
                + ["--worker", name])
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True)
@@ -136,6 +145,8 @@ def main(argv=None):
         counts = list(pool.map(run_worker, names))
     passed, failed, skipped = (sum(c[i] for c in counts) for i in range(3))
     elapsed = time.monotonic() - started
+    slowest = sorted(seconds, key=seconds.get, reverse=True)[:4]
+    print("slowest modules: %s" % ", ".join("%s %.0fs" % (name.split("tests.", 1)[-1], seconds[name]) for name in slowest))
     print("ran %d tests in %.1fs with %d workers (Python %s), %d skipped"
           % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0], skipped))
     print("%d passed, %d failed" % (passed, failed))
