@@ -12,7 +12,7 @@ SNACK = {"id": "snack-7", "sku": "snack", "qty": 7}
 PUBLISHER_CRASH = 73  # the publisher's after_delivery hook dies with this status
 INTAKE_CRASH = 75  # the intake child dies with this status right after the first COMMIT
 # Two of the kit's constants, copied because the parent side never imports the kit (it would be importing
-# the reference worker's code into the grader); tests/test_grade_common.py keeps each equal to the kit's.
+# the reference worker's code into the grader); tests/test_grader_common.py keeps each equal to the kit's.
 SINK_CRASH = 74  # sink.faults.CRASH_EXIT: the sink's crash faults exit with this status
 BUSY_TIMEOUT_S = 5.0  # outbox.db.BUSY_TIMEOUT_S: how long the grader's own connections wait for a worker's lock
 

@@ -3,7 +3,7 @@
 MESSAGES maps a language to {message id: text with {field} placeholders}.
 "en" is here; "ja" lives in messages_ja.py so each table stays readable.
 Adding a language is a pure data change: another dict with the same ids and
-the same placeholders, added to MESSAGES (tests/test_grade_messages.py fails
+the same placeholders, added to MESSAGES (tests/test_grader_messages.py fails
 if a message exists in one language only). The quiz's questions are in the
 same tables: quiz_questions.py keeps each question's languages side by side.
 A field written {name:term} holds a program value (pending, sent, applied,

@@ -2,8 +2,11 @@
 
 Each test module (tests/test_*.py) runs in a worker process of its own, at
 most --jobs at a time, modules named *_slow first and then largest first,
-because the slow ones (real subprocesses and servers) are independent. Exit 0 only when nothing failed
-and at least one test ran.
+because the slow ones (real subprocesses and servers) are independent. A
+module still running WORKER_TIMEOUT seconds (300) after its own worker
+started is killed and counted as one failure, so a hung test ends as a
+failure, never as a hung `make test`; there is no deadline for the suite as
+a whole. Exit 0 only when nothing failed and at least one test ran.
 
 Works from any current directory. The interpreter's own -X and -W options
 (python -X dev -W error::ResourceWarning tests/run.py) are passed on to every
@@ -33,7 +36,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MARK = "@@counts "
-WORKER_TIMEOUT = 300  # seconds; a hung test ends as a failure, never as a hung `make test`
+WORKER_TIMEOUT = 300  # seconds for one module, from its worker's start
 # Run as a script, sys.path[0] is tests/; the suite imports outbox, sink and tests.* from the root.
 sys.path[:1] = [ROOT]
 
@@ -91,7 +94,7 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
-    parser.add_argument("modules", nargs="*", help="test modules to run (default: all), e.g. tests.test_store")
+    parser.add_argument("modules", nargs="*", help="test modules to run (default: all), e.g. tests.test_outbox_store")
     args = parser.parse_args(argv)
     verbosity = 2 if args.verbose else 1
     if args.worker is not None:
@@ -107,16 +110,29 @@ def main(argv=None):
     names.sort(key=lambda name: (not any(part.endswith("_slow") for part in name.split(".")), -module_size(name)))
     jobs = max(1, min(args.jobs, len(names)))
     started = time.monotonic()
-    deadline = started + WORKER_TIMEOUT
+
+    seconds = {}
 
     def run_worker(name):
-        cmd = [sys.executable] + interpreter_options() + [os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else []) + ["--worker", name]
+        begun = time.monotonic()
+        try:
+            return run_module(name)
+        finally:
+            seconds[name] = time.monotonic() - begun
+
+    def run_module(name):
+        cmd = ([sys.executable] + interpreter_options() + [os.path.join(HERE, "run.py")] + (["-v"] if args.verbose else [])
+               + ["--worker", name])
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True)
         try:
-            out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            out, _ = proc.communicate(timeout=WORKER_TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a child of the test still holds the pipe: stop reading it
+                proc.stdout.close()
+                proc.wait()
             print("%s ran past %ds and was killed; counted as one failure" % (name, WORKER_TIMEOUT))
             return 0, 1, 0
         lines = [line for line in out.splitlines() if line.startswith(MARK)]
@@ -129,6 +145,8 @@ def main(argv=None):
         counts = list(pool.map(run_worker, names))
     passed, failed, skipped = (sum(c[i] for c in counts) for i in range(3))
     elapsed = time.monotonic() - started
+    slowest = sorted(seconds, key=seconds.get, reverse=True)[:4]
+    print("slowest modules: %s" % ", ".join("%s %.0fs" % (name.split("tests.", 1)[-1], seconds[name]) for name in slowest))
     print("ran %d tests in %.1fs with %d workers (Python %s), %d skipped"
           % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0], skipped))
     print("%d passed, %d failed" % (passed, failed))

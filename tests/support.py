@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import select
 import shutil
 import socket
 import sqlite3
@@ -22,6 +23,7 @@ import threading
 import time
 import unittest
 
+from outbox import relay as outbox_relay
 from outbox import store as outbox_store
 from outbox import upgrade as outbox_upgrade
 from sink.server import make_server
@@ -41,6 +43,18 @@ def wait_until(predicate, timeout=DEADLINE, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
         time.sleep(0.005)  # polling interval, not synchronisation
+
+
+def fuzz_seed(variable, default):
+    """The seed of a seeded random test: `default`, or the integer in the environment variable `variable`.
+
+    The default is fixed, so `make test` is the same run every time and a
+    failure is reproducible as it stands; the variable runs another stream.
+    The seed is printed on stderr either way, with the line that repeats it.
+    """
+    seed = int(os.environ.get(variable) or default)
+    sys.stderr.write("\n  seed %d (%s=%d reproduces it)\n" % (seed, variable, seed))
+    return seed
 
 
 class TempDirTestCase(unittest.TestCase):
@@ -175,7 +189,7 @@ def free_loopback_socket():
     return sock
 
 
-# The sink over HTTP and as a process (test_sink_server, test_sink_cli).
+# The sink over HTTP and as a process (test_sink_server, test_sink_faults, test_sink_cli, ...).
 
 EVENT = {"id": "e1", "sku": "apple", "qty": 3}
 
@@ -306,6 +320,45 @@ def read_to_eof(sock):
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def exchange(port, data, *, half_close=True):
+    """Send raw bytes, read until the server closes; return (status, headers, JSON body, raw bytes)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+        sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        raw = read_to_eof(sock)
+    if not raw:
+        return None, {}, None, raw
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.setdefault(name.strip().lower(), []).append(value.strip())
+    return status, headers, (json.loads(body.decode("ascii")) if body else None), raw
+
+
+def trickle(port):
+    """Send a request head to 127.0.0.1:`port` one byte per 0.05 s, never silent for long, until the server closes.
+
+    True once it closed (a reset or broken pipe counts), False if it still had
+    not after DEADLINE seconds.
+    """
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as slow:
+        slow.sendall(b"POST /events HTTP/1.1\r\nX-Slow: ")
+        while time.monotonic() - started < DEADLINE:  # a bound on the loop, not a speed target
+            try:
+                slow.sendall(b"a")
+                readable, _, _ = select.select([slow], [], [], 0.05)  # the pause; ends early if the server closes
+                if readable and read_to_eof(slow) == b"":
+                    return True
+            except ConnectionError:  # reset or broken pipe: closed just as well
+                return True
+    return False
 
 
 def cpu_seconds(pid):
@@ -539,6 +592,46 @@ def build_v1(path, ids, sent=()):
 def file_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+# The relay in process (test_outbox_relay, test_outbox_evidence).
+
+RELAY_DEADLINE = 20.0  # seconds (real) one in-process relay run may take
+
+
+def run_relay(path, send, stop=lambda: False, **options):
+    """relay.run on a connection of its own, in a daemon thread, bounded by RELAY_DEADLINE.
+
+    The stop flag also rises at the deadline, so a loop that honours it ends;
+    one that does not is abandoned (a daemon thread) and the test fails.
+    Defaults: limit 16, max_attempts 3, once, poll 0, rand() 0 (every backoff wait 0).
+    """
+    deadline = time.monotonic() + RELAY_DEADLINE
+    settings = dict(limit=16, max_attempts=3, base_delay=10.0, max_delay=10.0, once=True, poll=0.0,
+                    rand=lambda: 0.0)
+    settings.update(options)
+    outcome = {}
+
+    def body():
+        con = outbox_store.init_store(path)
+        try:
+            outcome["result"] = outbox_relay.run(con, send, stop=lambda: stop() or time.monotonic() > deadline,
+                                                 **settings)
+        except BaseException as exc:  # handed to the test's thread below
+            outcome["error"] = exc
+        finally:
+            con.close()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    thread.join(RELAY_DEADLINE + 5.0)
+    if thread.is_alive():
+        raise AssertionError("relay.run did not return within %.0fs" % RELAY_DEADLINE)
+    if time.monotonic() > deadline:
+        raise AssertionError("relay.run ran into the test's deadline (%.0fs)" % RELAY_DEADLINE)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 # Processes the grader and torture tests start.

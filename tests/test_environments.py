@@ -11,7 +11,6 @@ by another user is in test_environments_slow (it runs in parallel).
 import os
 import signal
 import subprocess
-import sys
 import unittest
 
 from tests.support import (

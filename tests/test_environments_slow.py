@@ -17,16 +17,18 @@ from tests.support import (
     TempDirTestCase, copy_kit, give_to_unprivileged, python_env, set_tree_mode, tree_listing, unprivileged_python,
 )
 
-# The nested suite: every module that writes files or starts the CLIs. Left
-# out, to keep the outer suite well under its 3 minutes on a loaded 2-core
-# machine: test_grade (the slowest module: it grades ~20 mutants, and
-# grade.py itself runs in full below), test_sink_server and test_sender
-# (sockets, and no file but their temporary DBs), test_docs and test_layout
-# (they only read the kit), and the environment modules themselves (no
-# recursion).
+# The nested suite: the modules that write files or start the CLIs, the races
+# between processes on one sink DB (a mutant patched into a writable copy of
+# the read-only kit) and the read-only monitoring. Left out, to keep the
+# outer suite well under its 3 minutes on a loaded 2-core machine: the
+# grader's modules (grade.py itself runs in full below), test_sink_server and
+# test_outbox_sender (sockets, and no file but their temporary DBs),
+# test_docs and test_layout (they only read the kit), and the environment
+# modules themselves (no recursion). The whole suite passes there too: see
+# CONTRIBUTING.md, "Tests".
 NESTED_MODULES = (
-    "tests.test_store", "tests.test_dispatch", "tests.test_inbox", "tests.test_event", "tests.test_pinned",
-    "tests.test_outbox_cli", "tests.test_sink_cli",
+    "tests.test_outbox_store", "tests.test_outbox_dispatch", "tests.test_outbox_db", "tests.test_outbox_event",
+    "tests.test_outbox_readonly", "tests.test_sink_inbox", "tests.test_outbox_cli", "tests.test_sink_cli",
 )
 RUN_TIMEOUT = 300  # seconds for the nested suite or the grader; a bound, not a speed target
 

@@ -9,11 +9,14 @@ tests/test_grade_mutants_2.py and _3.py take the other thirds, each in a
 worker process of its own.
 """
 import concurrent.futures
+import os
+import shutil
+import stat
 import unittest
 
 from tests import grade_mutants
-from tests.support import TempDirTestCase
-from tests.test_grade_ja import english_words, in_japanese
+from tests.support import ROOT, TempDirTestCase
+from tests.test_grader_messages_ja import english_words, in_japanese
 
 PART = 0  # this module grades MUTANTS[PART::PARTS]
 PARTS = 3
@@ -45,6 +48,30 @@ class MutantTest(TempDirTestCase):
                     for key in ("expected_message", "observed_message"):
                         japanese = in_japanese(result[key])
                         self.assertEqual(english_words(japanese), [], "%s, %s in Japanese: %s" % (check, key, japanese))
+
+
+class ReadOnlyCheckoutTest(TempDirTestCase):
+    def test_mutants_are_made_from_a_read_only_checkout(self):
+        checkout = self.path("checkout")
+        for folder in ("outbox", "sink", "examples"):
+            shutil.copytree(os.path.join(ROOT, folder), os.path.join(checkout, folder),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        for folder, dirs, files in os.walk(checkout):
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o444)
+        original = grade_mutants.ROOT
+        grade_mutants.ROOT = checkout
+        try:
+            worker = grade_mutants.make_mutant(self.path("mutant"), "order by id", grade_mutants.BY_MISTAKE["order by id"].edits,
+                                               "outbox/store.py")
+        finally:
+            grade_mutants.ROOT = original
+        with open(os.path.join(self.path("mutant"), "outbox", "store.py"), encoding="utf-8") as f:
+            self.assertIn("ORDER BY event_id", f.read())
+        self.assertTrue(os.path.isfile(worker))
+        # Checked by mode, not by a failed write: root may write to a read-only file anyway.
+        for name in ("store.py", "event.py"):
+            self.assertTrue(os.stat(os.path.join(self.path("mutant"), "outbox", name)).st_mode & stat.S_IWUSR, name)
 
 
 if __name__ == "__main__":

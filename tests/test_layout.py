@@ -1,4 +1,4 @@
-"""The architecture the module docstrings state, checked on the source with `ast`.
+"""The architecture the module docstrings state, and the layout of the tests, checked on the source with `ast`.
 
 Each rule below is one test; the lists of modules allowed to break a rule are
 visible constants, so a new module is a conscious one-line change here. Only
@@ -54,6 +54,61 @@ SQL_TEXT = re.compile(
     r"|BEGIN(\s+(IMMEDIATE|EXCLUSIVE|DEFERRED))?\s*;?\s*$|PRAGMA\s+\w|SAVEPOINT\s|WITH\s+\w+\s+AS\s*\()",
     re.S,
 )
+
+# Tests by behaviour (CONTRIBUTING.md, "Tests"): the tests of PACKAGE/MODULE.py are in tests/test_PACKAGE_MODULE.py,
+# the slow ones (wall-clock bounds, long runs) in tests/test_PACKAGE_MODULE_slow.py or _WHAT_slow.py; grade.py's in
+# tests/test_grade.py.
+LIBRARY_PACKAGES = ("outbox", "sink", "grader")
+LIBRARY_SCRIPTS = ("grade.py",)
+# Library modules with no test module of their own: the test modules that test them, and why.
+TESTED_ELSEWHERE = {
+    "outbox/__init__.py": (("test_outbox_store", "test_outbox_dispatch"), "the API: names of other modules, "
+                           "imported from the package by their tests"),
+    "outbox/__main__.py": (("test_outbox_cli",), "`python -m outbox`: two lines that call outbox.cli"),
+    "outbox/errors.py": (("test_outbox_store", "test_outbox_sender", "test_outbox_failures"),
+                         "the exception classes, asserted where each is raised"),
+    "outbox/history.py": (("test_outbox_operations", "test_outbox_upgrade"),
+                          "the history tables' schema alone; outbox.operations writes and reads their rows"),
+    "outbox/retention.py": (("test_outbox_operations", "test_outbox_cli_ops"),
+                            "the purge loop and the duration syntax, beside the quarantine a purge must never remove"),
+    "outbox/sinkview.py": (("test_outbox_evidence",), "read through by its one user, `evidence`, on real sink DBs"),
+    "outbox/timestamps.py": (("test_outbox_prometheus", "test_outbox_cli_ops"),
+                             "one function: the times in the figures and lines an operator reads"),
+    "sink/__init__.py": (("test_sink_inbox", "test_sink_server"), "the API: names of other modules"),
+    "sink/__main__.py": (("test_sink_cli",), "`python -m sink`: two lines that call sink.cli"),
+    "sink/metrics.py": (("test_outbox_prometheus",), "the sink's figures in the text format, parsed there with "
+                        "the publisher's"),
+    "sink/storethread.py": (("test_sink_server",), "the server's store thread, its calls and its death, "
+                            "through the server"),
+    "grader/__init__.py": (("test_grade",), "the grader's version"),
+    "grader/child.py": (("test_grade", "test_grade_mutants_1"), "every check's child side, run on the kit and on "
+                        "each mutant"),
+    "grader/parent.py": (("test_grade", "test_grader_contain"), "the parent's machinery, under every check"),
+    "grader/scenarios.py": (("test_grade", "test_grade_mutants_1"), "the multi-process checks, run on the kit "
+                            "and on each mutant"),
+    "grader/report.py": (("test_grader_classroom",), "every file of --report DIR, read the way its consumer "
+                         "reads it"),
+    "grader/quiz_questions.py": (("test_grader_quiz", "test_grader_messages_ja"), "the quiz's questions, data"),
+}
+# Test modules about several modules at once, named for what they cover.
+ABOUT_SEVERAL = {
+    "test_alerts": "docs/alerts.yml against the metrics the relay, `status` and the sink export",
+    "test_audit": "docs/audit.md: every guarantee README states, against the code, the tests and the checks",
+    "test_bench_slow": "bench/, the machinery of `make bench`",
+    "test_docs": "README.md, the lab and the glossary against the code",
+    "test_environments": "the kit in the environments lab hosts have: proxies, warnings as errors, locale, time zone",
+    "test_environments_slow": "a read-only copy of the kit, run by an unprivileged user",
+    "test_grade_mutants_1": "grade.py against mutants of the whole kit, a third of them each",
+    "test_grade_mutants_2": "grade.py against mutants of the whole kit, a third of them each",
+    "test_grade_mutants_3": "grade.py against mutants of the whole kit, a third of them each",
+    "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",
+    "test_layout": "the architecture the module docstrings state, and this layout of the tests",
+    "test_torture": "tests/torture: a fast slice of `make torture`",
+    "test_torture_mutants": "tests/torture's crash matrix against mutants of the kit",
+}
+# Clocks whose readings, in an assertion, make it a wall-clock or CPU-time bound: only in *_slow test modules.
+CLOCKS = ("time.monotonic", "time.perf_counter", "time.process_time", "monotonic", "perf_counter", "process_time",
+          "cpu_seconds")
 
 
 def source_files(*packages):
@@ -135,6 +190,77 @@ def version_guards(tree):
             for child in node.body:
                 inside.update(id(n) for n in ast.walk(child))
     return inside
+
+
+def test_module_for(relpath):
+    """The name of the test module of a library module: outbox/store.py -> test_outbox_store."""
+    return "test_" + relpath[: -len(".py")].replace("/", "_")
+
+
+def library_module_of(test_module, library):
+    """The library module (of `library`, relative paths) whose tests `test_module` holds, or None.
+
+    test_P_M is P/M.py's; a slow module test_P_M_slow or test_P_M_WHAT_slow
+    too, the longest such P_M winning (test_outbox_cli_relay_outage_slow is
+    outbox/cli_relay.py's, not outbox/cli.py's).
+    """
+    own = {test_module_for(relpath): relpath for relpath in library}
+    if test_module in own:
+        return own[test_module]
+    if test_module.endswith("_slow"):
+        prefixes = [name for name in own if test_module.startswith(name + "_")]
+        if prefixes:
+            return own[max(prefixes, key=len)]
+    return None
+
+
+def unused_imports(tree):
+    """(line, name) for every name an import binds that nothing in the module reads."""
+    bound = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.extend((node.lineno, alias.asname or alias.name.split(".")[0]) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            bound.extend((node.lineno, alias.asname or alias.name) for alias in node.names if alias.name != "*")
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return [(line, name) for line, name in bound if name not in read]
+
+
+def dotted(node):
+    """"time.monotonic" for the expression time.monotonic, "cpu_seconds" for a bare name; "" otherwise."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return "%s.%s" % (node.value.id, node.attr)
+    return ""
+
+
+def clock_assertions(tree):
+    """Line numbers of assertions (self.assert*) that read a clock of CLOCKS, directly or through a variable."""
+    def reads_clock(node, derived):
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Call):
+                if dotted(n.func) in CLOCKS:
+                    return True
+                continue  # a clock handed to a call (a wait's timeout) bounds that wait: no assertion on the time
+            if isinstance(n, ast.Name) and n.id in derived:
+                return True
+            stack.extend(ast.iter_child_nodes(n))
+        return False
+
+    derived = set()
+    for _ in range(3):  # started = monotonic(); took = monotonic() - started; slow = took > 1 ...
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(reads_clock(n, derived) for n in ast.walk(node.value)):
+                derived.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("assert")
+                and any(reads_clock(arg, derived) for arg in list(node.args) + [k.value for k in node.keywords])):
+            found.append(node.lineno)
+    return sorted(found)
 
 
 class LayoutTest(unittest.TestCase):
@@ -303,6 +429,87 @@ class FloorGuardTest(unittest.TestCase):
         self.assertEqual(floors(ast.parse("M = (3, 7)\nif sys.version_info < M:\n    pass\n")), [(3, 7)])
         self.assertFalse(isinstance(first_statement(ast.parse('"""doc"""\nimport sys\nfrom outbox import x\n')),
                                     ast.ImportFrom))
+
+
+class TestsByBehaviourTest(unittest.TestCase):
+    """Each library module's tests are found by its name; the few test modules about several say what they cover."""
+
+    def setUp(self):
+        self.library = source_files(*LIBRARY_PACKAGES) + list(LIBRARY_SCRIPTS)
+        self.assertIn("outbox/store.py", self.library)
+        self.test_modules = sorted(os.path.basename(path)[: -len(".py")]
+                                   for path in glob.glob(os.path.join(ROOT, "tests", "test_*.py")))
+        self.assertIn("test_layout", self.test_modules)
+
+    def test_every_library_module_has_its_test_module_or_says_where_it_is_tested(self):
+        missing = []
+        for relpath in self.library:
+            own = test_module_for(relpath)
+            if own in self.test_modules:
+                self.assertNotIn(relpath, TESTED_ELSEWHERE, "tests/%s.py exists: drop the TESTED_ELSEWHERE entry" % own)
+            elif relpath not in TESTED_ELSEWHERE:
+                missing.append("%s: tests/%s.py, or an entry in TESTED_ELSEWHERE" % (relpath, own))
+        self.assertEqual(missing, [])
+
+    def test_tested_elsewhere_names_library_modules_and_test_modules_that_exist(self):
+        for relpath, (test_modules, reason) in TESTED_ELSEWHERE.items():
+            self.assertIn(relpath, self.library, "TESTED_ELSEWHERE names a module the kit no longer has")
+            self.assertTrue(reason, relpath)
+            for name in test_modules:
+                self.assertIn(name, self.test_modules, relpath)
+
+    def test_every_test_module_is_a_library_modules_or_says_what_it_covers(self):
+        for name in self.test_modules:
+            owner = library_module_of(name, self.library)
+            with self.subTest(test_module=name):
+                if owner is None:
+                    self.assertIn(name, ABOUT_SEVERAL, "name it test_PACKAGE_MODULE[_WHAT]_slow, or list it "
+                                                       "in ABOUT_SEVERAL with what it covers")
+                else:
+                    self.assertNotIn(name, ABOUT_SEVERAL, "it is %s's: drop it from ABOUT_SEVERAL" % owner)
+        for name in ABOUT_SEVERAL:
+            self.assertIn(name, self.test_modules, "ABOUT_SEVERAL names a test module that is gone")
+
+    def test_wall_clock_assertions_only_in_slow_modules(self):
+        found = []
+        for name in self.test_modules:
+            if not name.endswith("_slow"):
+                relpath = "tests/%s.py" % name
+                found.extend("%s:%d" % (relpath, line) for line in clock_assertions(parse(relpath)))
+        self.assertEqual(found, [], "wait on a condition, or move the bound to a *_slow module")
+
+    def test_no_unused_imports_in_the_tests(self):
+        found = ["%s:%d %s" % (relpath, line, name) for relpath in source_files("tests")
+                 for line, name in unused_imports(parse(relpath))]
+        self.assertEqual(found, [])
+
+
+class TestRulesSelfTest(unittest.TestCase):
+    """The detectors of TestsByBehaviourTest must be able to fail."""
+
+    LIBRARY = ["outbox/cli.py", "outbox/cli_relay.py", "outbox/store.py", "grader/contain.py", "grade.py"]
+
+    def test_test_modules_map_to_their_library_modules(self):
+        for name, owner in (("test_outbox_store", "outbox/store.py"), ("test_grade", "grade.py"),
+                            ("test_grader_contain_slow", "grader/contain.py"),
+                            ("test_outbox_cli_relay_outage_slow", "outbox/cli_relay.py"),
+                            ("test_outbox_cli_slow", "outbox/cli.py"), ("test_outbox_store_extra", None),
+                            ("test_grade_rules", None), ("test_bench_slow", None), ("test_outbox", None)):
+            self.assertEqual(library_module_of(name, self.LIBRARY), owner, name)
+        self.assertEqual(test_module_for("outbox/cli_relay.py"), "test_outbox_cli_relay")
+
+    def test_unused_imports_are_found(self):
+        tree = ast.parse("import os, sys\nimport outbox.errors\nfrom a import b as c, d\n"
+                         "def f():\n    import json\n    return sys.argv, outbox.errors, d\n")
+        self.assertEqual(unused_imports(tree), [(1, "os"), (3, "c"), (5, "json")])
+
+    def test_clock_assertions_are_found(self):
+        tree = ast.parse("started = time.monotonic()\nself.assertLess(time.monotonic() - started, 2)\n"
+                         "took = time.monotonic() - started\nslow = took > 1\nself.assertFalse(slow)\n"
+                         "self.assertLess(cpu_seconds(pid), 0.5)\nself.assertTrue(at <= time.time())\n"
+                         "self.assertEqual(clock.monotonic(), 3)\nwait_until(lambda: time.monotonic() > 1)\n"
+                         "left = lambda: deadline - time.monotonic()\nself.assertEqual(child.line(left()), 'ready')\n")
+        self.assertEqual(clock_assertions(tree), [2, 5, 6])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ clients that time their ACKs, and the verdict of one run: honest POSTs get
 their ACK within HONEST_WITHIN (median) during and after the churn, the sink
 spends under CPU_PER_10S of CPU per 10 s (read from /proc), no thread of it
 died (GET /health is 200, its log has no traceback) and SIGTERM ends it with 0.
-tests/test_sink_churn_slow.py runs it for a few seconds; `make torture` for
+tests/test_sink_server_churn_slow.py runs it for a few seconds; `make torture` for
 10 s at each cap.
 """
 import collections

@@ -7,7 +7,7 @@ a final outcome never changes, a refusal is one the reader may give (never
 the statuses decided after it), a Request is one the routes serve with the
 body its head declared, and cutting the stream into other chunks changes
 nothing but, at most, which rule a refusal names first. `make test` runs a
-fixed seed (tests/test_framing.py); `make torture` a long run with a printed
+fixed seed (tests/test_sink_framing.py); `make torture` a long run with a printed
 seed.
 """
 import json
@@ -83,7 +83,7 @@ def chunks(rng, data):
     """`data` cut into pieces of random sizes, mostly small."""
     pieces, i = [], 0
     while i < len(data):
-        # At most about 40 pieces: a long stream one byte at a time only costs time (tests/test_framing.py does it).
+        # At most about 40 pieces: a long stream one byte at a time only costs time (tests/test_sink_framing.py does it).
         size = max(len(data) // 40, rng.choice([1, 1, 2, 3, 7, 16, 64, 1000, len(data)]))
         pieces.append(data[i:i + size])
         i += size

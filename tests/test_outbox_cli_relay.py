@@ -5,12 +5,13 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import unittest
 
 from outbox import init_store, intake
 from sink import inbox
 from sink.server import make_server
-from tests.support import ROOT, TempDirTestCase, python_env, wait_until
+from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env, wait_until
 
 FAST = ["--base-delay", "0.01", "--max-delay", "0.05", "--timeout", "5"]
 
@@ -33,8 +34,8 @@ class RelayTestCase(TempDirTestCase):
         super().setUp()
         self.source, self.sink_db = self.path("source.db"), self.path("sink.db")
 
-    def start_sink(self):
-        server = make_server(self.sink_db, "127.0.0.1", 0)
+    def start_sink(self, receive=None):
+        server = make_server(self.sink_db, "127.0.0.1", 0, receive=receive)
         server.start()
         self.addCleanup(server.stop)
         return server.url() + "/events"
@@ -137,7 +138,17 @@ class StopTest(RelayTestCase):
         for i in range(total):
             intake(con, {"id": "item-%04d" % i, "sku": "s", "qty": 1})
         con.close()
-        url = self.start_sink()
+        # The sink holds one item halfway until the signal is sent: however the relay and this test are scheduled
+        # on a loaded machine, the relay cannot finish the run before SIGTERM (and stops anywhere before that item).
+        signalled = threading.Event()
+        self.addCleanup(signalled.set)
+
+        def held_receive(con, event):
+            if event["id"] == "item-%04d" % (total // 2):
+                signalled.wait(DEADLINE)
+            return inbox.receive(con, event)
+
+        url = self.start_sink(receive=held_receive)
         proc = subprocess.Popen([sys.executable, "-m", "outbox", "relay", "--db", self.source, "--url", url] + FAST,
                                 cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 universal_newlines=True)
@@ -145,6 +156,7 @@ class StopTest(RelayTestCase):
             wait_until(lambda: read_rows(self.sink_db, "SELECT count(*) FROM inbox")[0][0] >= 10,
                        what="the relay delivering its first items")
             proc.send_signal(signal.SIGTERM)
+            signalled.set()
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:

@@ -8,7 +8,7 @@ by LANG / LC_ALL; a Japanese table that is really translated, not English
 copied over; no English left beyond identifiers, commands and the worker's
 own text; argparse and --help in Japanese; and the Japanese stub the same
 contract as the English one. (README.ja.md's table of checks is compared with
-the Japanese `proves` texts in test_grade_messages.py; every mutant's messages
+the Japanese `proves` texts in test_grader_registry.py; every mutant's messages
 are scanned in Japanese by test_grade_mutants_*.py.)
 """
 import ast

@@ -1,17 +1,30 @@
-"""durability="full" | "process" on init_store, init_sink and open_db: the pragma, refusals, a killed writer."""
+"""outbox.db: opening a kit DB for writing, on both sides; durability and refusing a file of an unknown version.
+
+durability="full" | "process" on init_store, init_sink and open_db: the
+pragma, refusals, a killed writer. A file whose user_version no release
+wrote is refused byte for byte unchanged, by the writers and the readers.
+"""
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
+import unittest
 
-from outbox import db, init_store, intake, operations, pending
+from outbox import WrongDatabase, db, init_store, intake, operations, pending
 from sink import init_sink, receive, views
-from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env
+from tests.support import DEADLINE, ROOT, TempDirTestCase, file_bytes, python_env
+
 
 FULL, NORMAL = 2, 1  # what PRAGMA synchronous reads back
+
+
 OPENERS = (("init_store", init_store), ("init_sink", init_sink))
+
+
 BAD = ("FULL", "Process", "normal", "off", "", None, 1, True, b"full")
+
 
 # A child that commits one event with durability="process", says so, then
 # waits to be killed: no close, no checkpoint, no clean exit.
@@ -132,7 +145,39 @@ class DurabilityTest(TempDirTestCase):
                     self.assertEqual(receive(con, {"id": "snack-7", "sku": "snack", "qty": 7}), "duplicate")
 
 
-if __name__ == "__main__":
-    import unittest
+UNKNOWN_VERSION = 99  # no release will reach it; the source schema moving to 2 must not make 99 acceptable
 
+
+class UnknownVersionIsRefusedUnchangedTest(TempDirTestCase):
+    """Mutant: accepting any user_version once the application_id matches."""
+
+    def stamp(self, path, creator):
+        creator(path).close()
+        con = sqlite3.connect(path, isolation_level=None)
+        try:
+            # Back to a rollback journal, so the file alone is the whole DB and nothing else can change.
+            con.execute("PRAGMA journal_mode = DELETE")
+            con.execute("PRAGMA user_version = %d" % UNKNOWN_VERSION)
+        finally:
+            con.close()
+        return file_bytes(path)
+
+    def assert_refused_unchanged(self, creator, opener, name):
+        path = self.path(name)
+        before = self.stamp(path, creator)
+        with self.assertRaises(WrongDatabase) as ctx:
+            opener(path)
+        self.assertIn(str(UNKNOWN_VERSION), str(ctx.exception))
+        self.assertEqual(file_bytes(path), before)
+
+    def test_source(self):
+        self.assert_refused_unchanged(init_store, init_store, "source.db")
+        self.assert_refused_unchanged(init_store, operations.open_store_readonly, "source-ro.db")
+
+    def test_sink(self):
+        self.assert_refused_unchanged(init_sink, init_sink, "sink.db")
+        self.assert_refused_unchanged(init_sink, views.open_readonly, "sink-ro.db")
+
+
+if __name__ == "__main__":
     unittest.main()

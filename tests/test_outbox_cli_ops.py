@@ -1,29 +1,20 @@
-"""Issue 7 through real `python -m outbox|sink` subprocesses on real files: status, purge, quarantine, requeue, upgrade."""
+"""outbox.cli_ops: the operator's commands of `python -m outbox` through real processes on real files.
+
+status, evidence, quarantined, quarantine, requeue, retry, purge, upgrade
+(and `python -m sink status`).
+"""
 import json
 import os
 import sqlite3
-import subprocess
-import sys
-import threading
 import unittest
 
 from outbox import init_store, intake
 from sink import inbox
-from tests.support import LoopbackServer, ROOT, TempDirTestCase, python_env, reply
-from tests.support import build_v1, file_bytes, parse_prometheus
-
-COMMANDS = {"outbox": ("intake", "pending", "dispatch", "status", "evidence", "quarantined", "quarantine", "requeue",
-                       "retry", "relay", "purge", "upgrade"),
-            "sink": ("serve", "show", "status")}
-
-
-def run(package, *args):
-    return subprocess.run([sys.executable, "-m", package] + list(args), cwd=ROOT, env=python_env(), timeout=60,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+from tests.support import LoopbackServer, TempDirTestCase, build_v1, file_bytes, parse_prometheus, reply, run_cli
 
 
 def outbox(*args):
-    return run("outbox", *args)
+    return run_cli("outbox", *args)
 
 
 def status_json(db):
@@ -87,15 +78,15 @@ class StatusFiguresTest(TempDirTestCase):
         for qty in (7, 7):
             inbox.receive(con, {"id": "snack-7", "sku": "snack", "qty": qty})
         con.close()
-        result = run("sink", "status", "--db", db, "--json")
+        result = run_cli("sink", "status", "--db", db, "--json")
         self.assertEqual(result.returncode, 0, result.stderr)
         figures = json.loads(result.stdout)
         self.assertEqual((figures["applied"], figures["duplicates"], figures["conflicts"]), (1, 1, 0))
         self.assertEqual(figures["inventory"], {"snack": 7})
         self.assertRegex(figures["last_delivery_at"], r"Z\Z")
-        samples = parse_prometheus(run("sink", "status", "--db", db, "--prometheus").stdout)
+        samples = parse_prometheus(run_cli("sink", "status", "--db", db, "--prometheus").stdout)
         self.assertEqual(samples[("sink_deliveries_total", (("outcome", "duplicate"),))], 1)
-        missing = run("sink", "status", "--db", self.path("nope.db"))
+        missing = run_cli("sink", "status", "--db", self.path("nope.db"))
         self.assertEqual(missing.returncode, 1)
         self.assertFalse(os.path.exists(self.path("nope.db")))
 
@@ -176,70 +167,6 @@ class RetentionAndStateTest(TempDirTestCase):
         self.assertEqual(figures["head"]["id"], "a-1")
 
 
-class CheckTest(TempDirTestCase):
-    """status --check, the Nagios/Icinga plugin convention: one line, perfdata after |, exit 0/1/2/3."""
-
-    def setUp(self):
-        super().setUp()
-        self.db = self.path("source.db")
-        con = init_store(self.db)
-        for event_id in ("a", "b", "c"):
-            intake(con, {"id": event_id, "sku": "s", "qty": 1})
-        con.close()
-
-    def check(self, *extra):
-        result = outbox("status", "--db", self.db, "--check", *extra)
-        self.assertEqual(result.stderr, "")
-        self.assertEqual(len(result.stdout.splitlines()), 1, result.stdout)
-        summary, _, perfdata = result.stdout.strip().partition(" | ")
-        return result.returncode, summary, dict(item.split("=", 1) for item in perfdata.split(" "))
-
-    def age(self, event_id, seconds):
-        con = sqlite3.connect(self.db)
-        try:
-            con.execute("UPDATE outbox SET created_at = created_at - ? WHERE event_id = ?", (seconds, event_id))
-            con.commit()
-        finally:
-            con.close()
-
-    def test_ok_critical_warning_unknown(self):
-        status, summary, perf = self.check()
-        self.assertEqual((status, summary.split(" - ")[0]), (0, "OUTBOX OK"))
-        self.assertEqual(perf["pending"], "3;;;0")
-        self.assertEqual(perf["quarantined"], "0;0;;0")
-        self.assertRegex(perf["oldest_pending_age"], r"\A[0-9]+\.[0-9]{3}s;;300;0\Z")
-
-        self.age("a", 600)
-        status, summary, perf = self.check()
-        self.assertEqual(status, 2, summary)
-        self.assertTrue(summary.startswith("OUTBOX CRITICAL - oldest pending item waits 6"), summary)
-        self.assertIn("head a", summary)
-        status, summary, perf = self.check("--max-age", "15m")
-        self.assertEqual(status, 0, summary)
-        self.assertTrue(perf["oldest_pending_age"].endswith(";;900;0"), perf)
-
-        self.assertEqual(outbox("quarantine", "a", "--db", self.db, "--reason", "held").returncode, 0)
-        status, summary, perf = self.check()
-        self.assertEqual(status, 1, summary)
-        self.assertIn("1 quarantined (more than 0)", summary)
-        self.assertEqual(self.check("--max-quarantined", "1")[0], 0)
-        self.age("b", 600)
-        self.assertEqual(self.check()[0], 2)  # CRITICAL outranks WARNING
-
-        missing = outbox("status", "--db", self.path("missing.db"), "--check")
-        self.assertEqual(missing.returncode, 3)
-        self.assertTrue(missing.stdout.startswith("OUTBOX UNKNOWN - "), missing.stdout)
-        self.assertFalse(os.path.exists(self.path("missing.db")))
-
-    def test_a_head_the_sink_refuses_is_a_warning(self):
-        with LoopbackServer(lambda handler, body: reply(handler, 409, '{"error": "conflict"}')) as sink:
-            self.assertEqual(outbox("dispatch", "--db", self.db, "--url", sink.url()).returncode, 1)
-        status, summary, perf = self.check()
-        self.assertEqual(status, 1, summary)
-        self.assertIn("the sink refused head a 1 time(s) (conflict)", summary)
-        self.assertEqual(perf["head_refused"], "1;;;0")
-
-
 class QuarantinedRetryTest(TempDirTestCase):
     def test_the_list_and_a_retry(self):
         db = self.path("source.db")
@@ -270,89 +197,6 @@ class QuarantinedRetryTest(TempDirTestCase):
         refused = outbox("retry", "a", "--db", db)
         self.assertEqual(refused.returncode, 1)
         self.assertIn("is quarantined", refused.stderr)
-
-
-class MetricsFileTest(TempDirTestCase):
-    def test_rewritten_whole_each_round_and_parsed_at_any_moment(self):
-        db, metrics = self.path("source.db"), self.path("relay.prom")
-        con = init_store(db)
-        con.execute("PRAGMA synchronous = OFF")  # this test's intake only
-        for i in range(60):
-            intake(con, {"id": "e-%02d" % i, "sku": "s", "qty": 1})
-        con.close()
-        seen, stop = [], threading.Event()
-
-        def watch():
-            while not stop.is_set():
-                try:
-                    with open(metrics, encoding="utf-8") as f:
-                        seen.append(f.read())
-                except OSError:
-                    pass  # not written yet
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        refuse = {"e-05": 1, "e-20": 2}
-
-        def handle(handler, body):
-            event = json.loads(body.decode())
-            if refuse.get(event["id"], 0):
-                refuse[event["id"]] -= 1
-                reply(handler, 503, "{}")
-            else:
-                reply(handler, 200, json.dumps({"ack": True, "id": event["id"]}))
-
-        try:
-            with LoopbackServer(handle) as sink:
-                result = outbox("relay", "--db", db, "--url", sink.url(), "--once", "--limit", "1", "--base-delay",
-                                "0", "--metrics-file", metrics)
-        finally:
-            stop.set()
-            watcher.join(10)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("relay: marked 60 sent", result.stdout)
-        samples = parse_prometheus(open_text(metrics))
-        self.assertEqual(samples[("outbox_relay_sent_total", ())], 60)
-        self.assertEqual(samples[("outbox_relay_attempts_total", ())], 63)
-        self.assertEqual(samples[("outbox_relay_failures_total", (("kind", "server-error"),))], 3)
-        self.assertEqual(samples[("outbox_relay_failures_total", (("kind", "conflict"),))], 0)
-        self.assertGreater(samples[("outbox_relay_last_success_timestamp_seconds", ())], 1e9)
-        text = open_text(metrics)
-        for name, kind in (("outbox_relay_sent_total", "counter"), ("outbox_relay_attempts_total", "counter"),
-                           ("outbox_relay_failures_total", "counter"),
-                           ("outbox_relay_last_success_timestamp_seconds", "gauge")):
-            self.assertIn("# TYPE %s %s\n" % (name, kind), text)
-        self.assertGreater(len(seen), 1)
-        for text in seen:
-            parse_prometheus(text)  # never a half-written file
-        self.assertEqual(sorted(os.listdir(self.tmp)), ["relay.prom", "source.db"])  # no temporary file left
-        self.assertEqual(os.stat(metrics).st_mode & 0o777, 0o644)
-
-
-def open_text(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-class HelpTest(TempDirTestCase):
-    def test_every_command_has_help_with_its_exit_statuses(self):
-        for package, commands in COMMANDS.items():
-            for command in commands:
-                result = run(package, command, "--help")
-                self.assertEqual(result.returncode, 0, result.stderr)
-                self.assertIn("--db", result.stdout)
-                # sink serve and show predate this issue: their exit statuses are in `python -m sink --help`.
-                if (package, command) not in (("sink", "serve"), ("sink", "show")):
-                    self.assertIn("exit status", result.stdout, (package, command))
-        self.assertIn("exit status", run("sink", "--help").stdout)
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        for package, commands in COMMANDS.items():
-            for command in commands:
-                self.assertIn("python -m %s %s" % (package, command), readme)
-        relay_help = " ".join(outbox("relay", "--help").stdout.split())  # argparse wraps where it likes
-        for default in ("(default: 5)", "(default: 0.5)", "(default: 10.0)", "(default: 16)"):
-            self.assertIn(default, relay_help)
 
 
 if __name__ == "__main__":

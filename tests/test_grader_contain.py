@@ -1,56 +1,23 @@
-"""The grader's containment, rule by rule, without timing: bounded capture, limits, crashes, one check at a time.
+"""The grader's containment, rule by rule, without timing: limits, crashes, one check at a time.
 
 Real grade.py processes on workers written to temporary folders. The time
 bounds, floods, orphans and the checkout left untouched are in
-tests/test_grade_contain_slow.py.
+tests/test_grader_contain_slow.py; the bounded capture in
+tests/test_grader_capture.py.
 """
 import json
 import os
 import sys
 import unittest
 
+from grader import contain, messages
 from tests.grade_mutants import grade
-from tests.support import ROOT, TempDirTestCase, write_worker
-
-sys.path.insert(0, ROOT)
-from grader import capture, contain, messages  # noqa: E402
-from grader.common import MARK  # noqa: E402
+from tests.support import TempDirTestCase, write_worker
 
 
 def checks_of(out):
     """{check name: (status, observed)} from a --json report."""
     return {c["name"]: (c["status"], c["observed"]) for c in json.loads(out)["checks"]}
-
-
-class CaptureTest(unittest.TestCase):
-    def test_keeps_the_first_and_last_bytes_and_counts_the_rest(self):
-        kept = capture.Capture(keep=10)
-        for chunk in (b"0123456", b"789abcdefghij", b"klmnopqrstuvwxyz" * 50, b"THE-END!!!"):
-            kept.add(chunk)
-        self.assertEqual(kept.total, 7 + 13 + 800 + 10)
-        self.assertEqual(bytes(kept.head), b"0123456789")
-        self.assertEqual(kept.text(), "0123456789\n[... %d bytes dropped ...]\nTHE-END!!!" % (kept.total - 20))
-        self.assertEqual(kept.dropped, kept.total - 20)
-        self.assertLessEqual(len(kept.head) + len(kept.tail), 30)  # flat: never more than head + twice the tail
-        self.assertEqual(kept.last_line(), "THE-END!!!")
-
-    def test_a_short_stream_is_kept_whole(self):
-        kept = capture.Capture(keep=10)
-        kept.add(b"line one\nline")
-        kept.add(b" two\n")
-        self.assertEqual((kept.text(), kept.dropped, kept.last_line()), ("line one\nline two\n", 0, "line two"))
-
-    def test_protocol_lines_across_chunks_others_ignored_and_bounded(self):
-        seen = []
-        lines = capture.Lines(on_line=seen.append)
-        line = (MARK + json.dumps({"kind": "verdict", "ok": True})).encode()
-        lines.add(b"\n" + line[:5])
-        lines.add(line[5:] + b"\nnot a protocol line\n" + MARK.encode() + b"{not json\n")
-        self.assertEqual(lines.lines, [{"kind": "verdict", "ok": True}])
-        self.assertEqual(seen, lines.lines)
-        lines.add(b"x" * (capture.LINES_KEEP + 1))  # a line with no end, longer than any of the grader's
-        self.assertEqual(lines.dropped, capture.LINES_KEEP + 1)
-        self.assertEqual(bytes(lines.partial), b"")
 
 
 class ProtectionsTest(unittest.TestCase):

@@ -11,8 +11,7 @@ from outbox import attempts, dispatch, evidence, init_store, intake, operations,
 from outbox.errors import NoAnswer, UntrustedAck
 from sink import inbox
 from sink.server import make_server
-from tests.support import ROOT, TempDirTestCase, python_env
-from tests.test_ops_relay_loop import run_relay
+from tests.support import ROOT, TempDirTestCase, python_env, run_relay
 
 CRASH_AFTER_ACK = textwrap.dedent("""
     import os, sys

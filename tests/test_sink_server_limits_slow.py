@@ -1,4 +1,5 @@
-"""The sink under an idle-socket attack, at its connection cap, when told to stop, and against a head of spaces.
+"""The sink under an idle-socket attack, at its connection cap, when told to stop, at its request deadline, and
+against a head of spaces: wall-clock bounds, with generous margins.
 
 The attack tests start a real `python -m sink serve` child with RLIMIT_NOFILE
 256 and open 1,000 idle sockets to it, then time an honest `send_http` and
@@ -21,9 +22,13 @@ import time
 from outbox import send_http
 from sink import framing, server as sink_server
 from tests.support import DEADLINE, PYTHON, cpu_seconds, python_env, wait_until
-from tests.support import EVENT, Child, ServerTestCase, body_of, post, read_to_eof, request_bytes, stock
+from tests.support import (
+    EVENT, Child, ServerTestCase, body_of, exchange, post, read_to_eof, request_bytes, stock, trickle,
+)
 
 STOP_TIMEOUT = 2.0  # the request timeout of the bounded-stop tests: stop() must return within it + 1 s
+DEADLINE_TIMEOUT = 1.0  # the request timeout of RequestDeadlineTest
+DEADLINE_MARGIN = 4.0  # seconds past it that a loaded 2-core machine may add; the client's DEADLINE is 10 s
 
 try:
     import resource
@@ -289,6 +294,31 @@ class PromptStopTest(ServerTestCase):
         self.assertIsInstance(answer, ConnectionError)  # shut at the stop deadline, not answered, not left waiting
         self.assertTrue([line for line in lines if line.startswith("stop: ") and "abandoned" in line], lines)
         self.assertIsNone(server.failure)
+
+
+class RequestDeadlineTest(ServerTestCase):
+    """The request deadline on the clock: a request still arriving ends at the server's timeout, not long after.
+
+    tests/test_sink_server.py proves without a clock that it is the request
+    deadline that ends these requests; here, how soon. A server that missed
+    its deadline would hold them until the client's DEADLINE.
+    """
+
+    def test_a_trickling_client_is_closed_soon_after_the_timeout(self):
+        port = self.port(timeout=DEADLINE_TIMEOUT)
+        started = time.monotonic()
+        self.assertTrue(trickle(port))
+        self.assertLess(time.monotonic() - started, DEADLINE_TIMEOUT + DEADLINE_MARGIN)
+
+    def test_a_body_shorter_than_declared_is_answered_soon_after_the_timeout(self):
+        port = self.port(timeout=DEADLINE_TIMEOUT)
+        event = body_of(EVENT)
+        data = request_bytes(["Content-Type: application/json", "Content-Length: %d" % (len(event) + 10)], event)
+        started = time.monotonic()
+        status, _, answer, _ = exchange(port, data, half_close=False)
+        self.assertLess(time.monotonic() - started, DEADLINE_TIMEOUT + DEADLINE_MARGIN)
+        self.assertEqual(status, 400)
+        self.assertIn("within the %gs request deadline" % DEADLINE_TIMEOUT, answer["error"])
 
 
 class HeadOfSpacesTest(ServerTestCase):

@@ -2,18 +2,15 @@
 
 A plain `send` and a clock of the test's own (sleep moves it; nothing
 sleeps for real), so backoff waits are read off the clock. Every run is
-bounded in a thread of its own (run_relay): a loop that never ends fails
-its test instead of hanging the suite.
+bounded in a thread of its own (tests.support.run_relay): a loop that never
+ends fails its test instead of hanging the suite.
 """
-import threading
-import time
 import unittest
 
 from outbox import init_store, intake_many, operations, relay
 from outbox.errors import NoAnswer, UntrustedAck
-from tests.support import TempDirTestCase
+from tests.support import TempDirTestCase, run_relay
 
-RELAY_DEADLINE = 20.0  # seconds (real) one in-process relay run may take
 EPS = 1e-9
 
 
@@ -31,40 +28,6 @@ class FakeClock:
 
     def sleep(self, seconds):
         self.t += seconds
-
-
-def run_relay(path, send, stop=lambda: False, **options):
-    """relay.run on a connection of its own, in a daemon thread, bounded by RELAY_DEADLINE.
-
-    The stop flag also rises at the deadline, so a loop that honours it ends;
-    one that does not is abandoned (a daemon thread) and the test fails.
-    Defaults: limit 16, max_attempts 3, once, poll 0, rand() 0 (every backoff wait 0).
-    """
-    deadline = time.monotonic() + RELAY_DEADLINE
-    settings = dict(limit=16, max_attempts=3, base_delay=10.0, max_delay=10.0, once=True, poll=0.0,
-                    rand=lambda: 0.0)
-    settings.update(options)
-    outcome = {}
-
-    def body():
-        con = init_store(path)
-        try:
-            outcome["result"] = relay.run(con, send, stop=lambda: stop() or time.monotonic() > deadline, **settings)
-        except BaseException as exc:  # handed to the test's thread below
-            outcome["error"] = exc
-        finally:
-            con.close()
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    thread.join(RELAY_DEADLINE + 5.0)
-    if thread.is_alive():
-        raise AssertionError("relay.run did not return within %.0fs" % RELAY_DEADLINE)
-    if time.monotonic() > deadline:
-        raise AssertionError("relay.run ran into the test's deadline (%.0fs)" % RELAY_DEADLINE)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
 
 
 def conflict(event):

@@ -130,5 +130,23 @@ class GradeCommandLineTest(TempDirTestCase):
 
 
 
+class GraderErrorTest(unittest.TestCase):
+    def test_an_exception_in_the_graders_own_code_is_an_error_not_a_fail(self):
+        from grader import cli
+        from grader.registry import Check
+
+        class Grader:
+            def for_check(self, check):
+                return None
+
+        def broken(context):
+            raise ZeroDivisionError("a bug in the grader")
+
+        result = cli.run_check(Grader(), Check("broken", "proves.exact-ack", ("dispatch",), broken), "en")
+        self.assertEqual((result["status"], result["ok"]), ("error", False))
+        self.assertEqual(result["observed"], "grader error (not your worker's fault): ZeroDivisionError: a bug in the grader")
+        self.assertIn("Traceback", result["traceback"])  # printed only with --debug
+
+
 if __name__ == "__main__":
     unittest.main()

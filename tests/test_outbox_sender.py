@@ -3,7 +3,8 @@
 Servers bind 127.0.0.1 (one test [::1]) port 0: LoopbackServer for well-formed HTTP, RawServer
 below for framing no HTTP library would write. The only patched socket calls
 are in `no_network`, which proves a refusal happens before any I/O; no test
-ever sends a packet to a non-loopback address.
+ever sends a packet to a non-loopback address. The timeout on the clock (a
+send that gets no answer ends at its timeout) is tests/test_outbox_sender_slow.py.
 """
 import contextlib
 import errno
@@ -24,11 +25,10 @@ from outbox.event import canonical, digest
 from outbox.sender import MAX_ACK_BYTES, MAX_TIMEOUT, check_url, send_http
 from sink import inbox
 from sink.server import make_server
-from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, free_loopback_socket, python_env, reply, wait_until
+from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, python_env, reply, wait_until
 
 EVENT = {"id": "snack-7", "sku": "crisps", "qty": 2}
 GOOD_ACK = '{"ack":true,"id":"snack-7"}'
-SLACK = 1.0  # seconds a timed-out send may overrun its timeout; a bound, not a speed target
 DRIP_LIMIT = 5.0  # a dripping server gives up after this long, so a broken sender fails instead of hanging
 RULE = "url must be http://<loopback>[:port]/events; "
 
@@ -333,7 +333,7 @@ class UntrustedAckTest(SenderTestCase):
         self.assertIn("body exceeds the 4096-byte limit", str(self.refused(UntrustedAck, server.url())))
 
     def test_huge_content_length_is_rejected_without_reading_the_body(self):
-        release = threading.Event()
+        release, stall_over = threading.Event(), threading.Event()
         self.addCleanup(release.set)
 
         def handle(handler, body):
@@ -343,11 +343,11 @@ class UntrustedAckTest(SenderTestCase):
             handler.wfile.write(b'{"ack":true,"id":"snack-7"')
             handler.wfile.flush()
             release.wait(DEADLINE)  # stall: a sender reading the whole body would wait here
+            stall_over.set()
 
         server = self.serve(handle)
-        started = time.monotonic()
         error = self.refused(UntrustedAck, server.url(), timeout=5)
-        self.assertLess(time.monotonic() - started, 2.5)
+        self.assertFalse(stall_over.is_set(), "the sender waited for the body")
         self.assertIn("Content-Length 10000000 exceeds the 4096-byte ACK limit", str(error))
 
     def test_malformed_content_length(self):
@@ -450,41 +450,6 @@ class NoAnswerTest(SenderTestCase):
         sock.close()
         error = self.refused(NoAnswer, "http://127.0.0.1:%d/events" % port)
         self.assertIn("ConnectionRefusedError", str(error))
-
-    def assertTimesOut(self, url, timeout=0.5):
-        started = time.monotonic()
-        error = self.refused(NoAnswer, url, timeout=timeout)
-        self.assertLess(time.monotonic() - started, timeout + SLACK)
-        self.assertIn("timed out after %gs" % timeout, str(error))
-
-    def test_server_that_accepts_and_never_answers(self):
-        def script(server, conn):
-            read_request(conn)
-            server.stop.wait(DRIP_LIMIT)
-        self.assertTimesOut(self.raw(script).url())
-
-    def test_listener_that_never_accepts(self):
-        listener = free_loopback_socket()
-        self.addCleanup(listener.close)
-        # Closing the listener resets the queued connection, so a sender that
-        # ignores its timeout fails after DRIP_LIMIT instead of hanging.
-        bound = threading.Timer(DRIP_LIMIT, listener.close)
-        bound.start()
-        self.addCleanup(bound.cancel)
-        self.assertTimesOut("http://127.0.0.1:%d/events" % listener.getsockname()[1])
-
-    def test_server_dripping_status_and_headers(self):
-        def script(server, conn):
-            read_request(conn)
-            drip(conn, server.stop, b"HTTP/1.1 200 OK\r\nX-Drip: " + b"a" * 1000)
-        self.assertTimesOut(self.raw(script).url())
-
-    def test_server_dripping_the_body(self):
-        def script(server, conn):
-            read_request(conn)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-            drip(conn, server.stop, b" " * 1000)
-        self.assertTimesOut(self.raw(script).url())
 
 
 class RefusedBeforeIOTest(SenderTestCase):

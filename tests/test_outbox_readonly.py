@@ -1,12 +1,14 @@
-"""Read-only monitoring in a directory the operator cannot write, through real processes.
+"""outbox.readonly: reading a kit DB without writing or creating any file.
 
-status, evidence, pending and quarantined, and the sink's status and show,
-on DBs in a directory chmod'ed 0555 with files 0444: closed cleanly (no
--wal), held open by a writer (-wal and -shm beside them), and a -wal with
-commits but no -shm (one clear line). None may create a file anywhere. Root
-ignores file modes, so as root the commands run without the capabilities
-that let root do so (setpriv drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and
-CAP_FOWNER): the interpreter under test, bound by the modes like any user.
+ReadOnlyDirectoryTest: read-only monitoring in a directory the operator
+cannot write, through real processes. status, evidence, pending and
+quarantined, and the sink's status and show, on DBs in a directory chmod'ed
+0555 with files 0444: closed cleanly (no -wal), held open by a writer (-wal
+and -shm beside them), and a -wal with commits but no -shm (one clear
+line). None may create a file anywhere. Root ignores file modes, so as root
+the commands run without the capabilities that let root do so (setpriv
+drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER): the
+interpreter under test, bound by the modes like any user.
 """
 import contextlib
 import json
@@ -17,9 +19,10 @@ import subprocess
 import sys
 import unittest
 
-from outbox import init_store, intake_many, mark_sent, operations
+from outbox import init_store, intake, intake_many, mark_sent, operations, pending, readonly, store
 from sink import inbox
-from tests.support import TempDirTestCase, file_bytes, python_env, tree_listing
+from tests.support import TempDirTestCase, ev, file_bytes, python_env, tree_listing
+
 
 CAPABILITIES_THAT_IGNORE_MODES = "-dac_override,-dac_read_search,-fowner"
 
@@ -172,6 +175,33 @@ class ReadOnlyDirectoryTest(TempDirTestCase):
 
     def test_in_a_writable_directory_no_file_is_created_either(self):
         self.assert_every_read_works_and_creates_nothing()
+
+
+class ReadOnlyConnectionCannotWriteTest(TempDirTestCase):
+    """Mutant: open_readonly without `mode=ro`, relying on `query_only` alone."""
+
+    def test_query_only_off_does_not_make_it_writable(self):
+        path = self.path("source.db")
+        con = init_store(path)
+        intake(con, ev("a"))
+        con.close()
+        before = file_bytes(path)
+        reader = readonly.open_readonly(path, application_id=store.APPLICATION_ID,
+                                        version=store.SCHEMA_VERSION, kind="source")
+        try:
+            reader.execute("PRAGMA query_only = OFF")
+            self.assertEqual(reader.execute("PRAGMA query_only").fetchone()[0], 0)
+            with self.assertRaises(sqlite3.OperationalError) as ctx:
+                reader.execute("UPDATE outbox SET sent = 1")
+            self.assertIn("readonly", str(ctx.exception).replace("-", "").replace(" ", ""))
+        finally:
+            reader.close()
+        self.assertEqual(file_bytes(path), before)
+        check = init_store(path)
+        try:
+            self.assertEqual([event["id"] for event in pending(check)], ["a"])
+        finally:
+            check.close()
 
 
 if __name__ == "__main__":

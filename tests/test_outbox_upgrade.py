@@ -1,9 +1,12 @@
-"""Source schema 3: files written by the code of schema 1 and of release 2.0.0, upgraded in place, in one transaction.
+"""outbox.upgrade: an older source DB upgraded in place, in one transaction; a newer one refused unchanged.
 
-The files come from tests/fixtures (the SQL those releases' own code left,
-see make_old_dbs.py). Every row and every column they had must survive,
-sent_at included; a failed upgrade leaves the file as it was; the read-only
-commands refuse them unchanged and name the upgrade.
+UpgradeTest builds release 1's file with the tests' own SQL
+(tests.support.build_v1). UpgradeFromOldReleasesTest takes files written by
+the code of schema 1 and of release 2.0.0 from tests/fixtures (the SQL
+those releases' own code left, see make_old_dbs.py): every row and every
+column they had must survive, sent_at included; a failed upgrade leaves the
+file as it was; the read-only commands refuse them unchanged and name the
+upgrade.
 """
 import json
 import os
@@ -12,10 +15,72 @@ import subprocess
 import sys
 import unittest
 
-from outbox import init_store, operations, store
+from outbox import init_store, intake, mark_sent, operations, pending, store
 from outbox.errors import WrongDatabase
 from tests import fixtures
-from tests.support import ROOT, TempDirTestCase, file_bytes, python_env, tree_listing
+from tests.support import ROOT, TempDirTestCase, build_v1, ev, file_bytes, python_env, tree_listing
+
+
+class UpgradeTest(TempDirTestCase):
+    def test_a_v1_file_is_upgraded_in_place_and_keeps_every_row(self):
+        path = self.path("v1.db")
+        build_v1(path, ["z-1", "a-1", "m-1"], sent=["z-1"])
+        con = init_store(path)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 3)
+        self.assertEqual(con.execute("SELECT seq, event_id, sent FROM outbox ORDER BY seq").fetchall(),
+                         [(1, "z-1", 1), (2, "a-1", 0), (3, "m-1", 0)])
+        self.assertEqual(con.execute("SELECT count(*) FROM orders").fetchone()[0], 3)
+        self.assertEqual([e["id"] for e in pending(con)], ["a-1", "m-1"])
+        self.assertEqual(intake(con, ev("b-1")), 4)  # the seq counter survived
+        self.assertTrue(mark_sent(con, "a-1"))
+        operations.quarantine(con, "m-1", "test")
+        self.assertEqual([e["id"] for e in pending(con)], ["b-1"])
+
+    def test_an_upgrade_that_fails_half_way_leaves_the_file_as_it_was(self):
+        path = self.path("v1.db")
+        build_v1(path, ["a-1"])
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("CREATE TABLE quarantine_overtaken (x)")  # the upgrade's fourth statement from the end will fail
+        con.close()
+        with self.assertRaises(sqlite3.OperationalError):
+            init_store(path)
+        con = sqlite3.connect(path)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("PRAGMA user_version").fetchone()[0], 1)
+        columns = [row[1] for row in con.execute("PRAGMA table_info(outbox)")]
+        self.assertEqual(columns, ["seq", "event_id", "payload", "sent", "created_at", "sent_at"])
+        self.assertIsNone(con.execute("SELECT name FROM sqlite_master WHERE name = 'quarantines'").fetchone())
+
+    def test_a_read_only_opener_refuses_a_v1_file_with_the_upgrade_command_and_changes_nothing(self):
+        path = self.path("v1.db")
+        build_v1(path, ["a-1"])
+        before = file_bytes(path)
+        with self.assertRaises(WrongDatabase) as caught:
+            operations.open_store_readonly(path)
+        self.assertIn("python -m outbox upgrade --db %s" % path, str(caught.exception))
+        self.assertEqual(file_bytes(path), before)
+
+    def test_a_newer_file_is_refused_byte_for_byte_unchanged(self):
+        path = self.path("newer.db")
+        init_store(path).close()
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("PRAGMA user_version = %d" % (store.SCHEMA_VERSION + 1))
+        con.close()
+        before = file_bytes(path)
+        for opener in (init_store, operations.open_store_readonly):
+            with self.assertRaises(WrongDatabase) as caught:
+                opener(path)
+            self.assertIn("newer release", str(caught.exception))
+        self.assertEqual(file_bytes(path), before)
+
+    def test_the_pending_query_reads_the_partial_index(self):
+        con = init_store(self.path("s.db"))
+        self.addCleanup(con.close)
+        plan = " ".join(row[3] for row in con.execute("EXPLAIN QUERY PLAN " + store.PENDING_SQL, (16,)))
+        self.assertIn("USING INDEX outbox_pending", plan)
+        self.assertNotIn("TEMP B-TREE", plan)
+
 
 OLD_TABLES = {1: ("orders", "outbox", "sqlite_sequence"),
               2: ("orders", "outbox", "quarantines", "quarantine_overtaken", "sqlite_sequence")}
@@ -60,7 +125,7 @@ def pragma(path, name):
         con.close()
 
 
-class UpgradeTest(TempDirTestCase):
+class UpgradeFromOldReleasesTest(TempDirTestCase):
     def old_file(self, schema):
         path = self.path("schema%d.db" % schema)
         fixtures.load(schema, path)

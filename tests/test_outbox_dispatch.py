@@ -1,8 +1,13 @@
-"""dispatch: one finite batch, marked only on an exact True, stopping at the first failure."""
+"""outbox.dispatch: one finite batch, marked only on an exact True, stopping at the first failure.
+
+The classes after DispatchTest each hold a behaviour a mutation run of the
+suite showed no test held; each names, in its docstring, the single-point
+change it catches.
+"""
 import sqlite3
 import unittest
 
-from outbox import NotAcknowledged, dispatch, init_store, intake, pending
+from outbox import NotAcknowledged, dispatch, init_store, intake, mark_sent, pending
 from tests.support import TempDirTestCase, ev
 
 
@@ -253,6 +258,66 @@ class DispatchTest(TempDirTestCase):
                      on_failure=lambda event_id, error: failures.append(event_id))
         self.assertEqual((sent, failures), (["A"], []))
         self.assertEqual(self.sent_flags(), {"A": 1, "B": 0, "C": 0})
+
+
+class AfterDeliveryCannotRedirectTheMarkTest(TempDirTestCase):
+    """Mutants: `after_delivery(selected)` (the selection itself), or marking with the callback's copy's id."""
+
+    def setUp(self):
+        super().setUp()
+        self.con = init_store(self.path("source.db"))
+        self.addCleanup(self.con.close)
+        for event_id in ("a", "b"):
+            intake(self.con, ev(event_id))
+
+    def sent_flags(self):
+        return dict(self.con.execute("SELECT event_id, sent FROM outbox"))
+
+    def test_rewriting_the_id_in_after_delivery_marks_the_delivered_row_only(self):
+        delivered = []
+
+        def send(event):
+            delivered.append(event["id"])
+            return True
+
+        def after(event):
+            event["id"] = "b"  # the next pending id, which was never sent
+
+        self.assertEqual(dispatch(self.con, send, limit=1, after_delivery=after), 1)
+        self.assertEqual(delivered, ["a"])
+        self.assertEqual(self.sent_flags(), {"a": 1, "b": 0})
+
+    def test_after_delivery_gets_a_copy_not_the_selection(self):
+        seen = []
+
+        def after(event):
+            seen.append(event)
+            event.clear()  # would leave dispatch with no id at all if this were its own dict
+
+        self.assertEqual(dispatch(self.con, lambda event: True, after_delivery=after), 2)
+        self.assertEqual(self.sent_flags(), {"a": 1, "b": 1})
+        self.assertEqual(len(seen), 2)
+
+
+class DispatchCountTest(TempDirTestCase):
+    """Mutant: dispatch counting every ACK, not only the rows its own mark_sent changed."""
+
+    def test_a_row_marked_by_another_connection_during_send_is_not_counted(self):
+        path = self.path("source.db")
+        con = init_store(path)
+        self.addCleanup(con.close)
+        other = init_store(path)
+        self.addCleanup(other.close)
+        for event_id in ("a", "b"):
+            intake(con, ev(event_id))
+
+        def send(event):
+            if event["id"] == "a":
+                self.assertTrue(mark_sent(other, "a"))  # someone else finished it meanwhile
+            return True
+
+        self.assertEqual(dispatch(con, send), 1)
+        self.assertEqual(dict(con.execute("SELECT event_id, sent FROM outbox")), {"a": 1, "b": 1})
 
 
 if __name__ == "__main__":

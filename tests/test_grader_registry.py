@@ -1,0 +1,69 @@
+"""grader.registry: every check defined once, and what is made from it.
+
+--list, the README's tables of checks (in each language), a mutant for every
+new rule; and the parent side never imports the worker, the kit or the
+child side.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from grader import messages
+from grader.registry import CHECKS, NAMES
+from tests import grade_mutants
+from tests.grade_mutants import grade
+from tests.support import ROOT, python_env
+
+
+class RegistryTest(unittest.TestCase):
+    def test_one_definition_per_check(self):
+        self.assertEqual(len(NAMES), len(set(NAMES)))
+        for check in CHECKS:
+            self.assertIn(check.proves, messages.MESSAGES["en"])
+            self.assertTrue(check.needs, check.name)
+            self.assertTrue(callable(check.run), check.name)
+
+    def test_list_prints_the_registry_in_order(self):
+        status, out, err = grade("--list")
+        self.assertEqual((status, out.split()), (0, list(NAMES)))
+
+    def test_the_readme_table_is_the_registry(self):
+        # Each README's table of checks, in the registry's order, says what its language's `proves` text says.
+        for name, heading, lang in (("README.md", "### The checks", "en"), ("README.ja.md", "### チェック一覧", "ja")):
+            with self.subTest(readme=name):
+                with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                    readme = f.read()
+                section = readme.split(heading, 1)[1].split("\n\n", 2)[1]
+                rows = re.findall(r"(?m)^\| `([a-z-]+)` \| (.*) \|$", section)
+                self.assertEqual(rows, [(check.name, messages.text(lang, check.proves)) for check in CHECKS])
+
+    def test_every_new_rule_has_a_mutant(self):
+        aimed = {mutant.check for mutant in grade_mutants.MUTANTS}
+        for name in ("url-rule", "send-timeout", "pending-cost", "conflict-committed", "wrong-database", "durability",
+                     "validate-event", "intake-idempotent"):
+            self.assertIn(name, aimed)
+        self.assertLessEqual(aimed, set(NAMES))
+
+    def test_a_patch_that_no_longer_applies_names_its_mutant(self):
+        tmp = tempfile.mkdtemp(prefix="outbox-kit-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        with self.assertRaisesRegex(grade_mutants.StalePatch, "mutant 'gone': its patch text occurs 0 times in outbox/store.py"):
+            grade_mutants.make_mutant(tmp, "gone", [("no such text in the kit", "")], "outbox/store.py")
+
+    def test_the_parent_imports_neither_the_worker_nor_the_kit(self):
+        code = ("import sys; sys.path.insert(0, %r); import grader.cli; "
+                "print(sorted(m for m in sys.modules if m.split('.')[0] in ('outbox', 'sink', 'worker_under_test')))" % ROOT)
+        result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=python_env(), timeout=60,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(result.stdout.strip(), "[]", result.stderr)
+        with open(os.path.join(ROOT, "grader", "child.py"), encoding="utf-8") as f:
+            child_source = f.read()
+        self.assertNotRegex(child_source, r"from \.(parent|scenarios|registry|cli)\b|import (parent|scenarios|registry|cli)\b")
+
+
+if __name__ == "__main__":
+    unittest.main()
