@@ -13,14 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import unittest
 
 from grader import __version__
 from grader.registry import NAMES
 from tests.all_pythons import below_floor_env
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, children_running, python_env
+from tests.support import ROOT, TempDirTestCase, children_running, python_env, write_worker
 
 
 class GradeReferenceTest(unittest.TestCase):
@@ -71,10 +70,7 @@ class GradeReferenceTest(unittest.TestCase):
 
 class GradeFailureModesTest(TempDirTestCase):
     def write_worker(self, body, name="worker.py"):
-        path = self.path(name)
-        with open(path, "w") as f:
-            f.write(textwrap.dedent(body))
-        return path
+        return write_worker(self.path(name), body, kit=False)
 
     def test_the_stub_fails_every_check_readably(self):
         status, out, err = grade("--impl", os.path.join(ROOT, "examples", "worker_stub.py"), "--json")

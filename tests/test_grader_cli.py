@@ -5,19 +5,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import unittest
 
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, children_running, python_env, stop, wait_until
+from tests.support import ROOT, TempDirTestCase, children_running, python_env, stop, wait_until, write_worker
 
 
 class GradeCommandLineTest(TempDirTestCase):
     def write_worker(self, body, name="worker.py"):
-        path = self.path(name)
-        with open(path, "w") as f:
-            f.write(textwrap.dedent(body))
-        return path
+        return write_worker(self.path(name), body, kit=False)
 
     def test_usage_errors_exit_2_with_one_line(self):
         text_file = self.write_worker("just words\n", name="notes.txt")
