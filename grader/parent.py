@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from . import contain
+from . import contain, drivers, remote
 from .capture import Capture, Lines, follow
 from .common import SNACK, Fail, expect, msg, read_only, wrong_class
 
@@ -34,6 +34,12 @@ class GraderError(Exception):
     """The grader itself cannot go on (no writable temporary directory, say): not the worker's fault."""
 
 
+def socket_pair():
+    """(ours, theirs): the two file descriptors of a connected socket pair, the protocol channel of a step."""
+    ours, theirs = socket.socketpair()
+    return ours.detach(), theirs.detach()
+
+
 class Processes:
     """Every child the grader starts, so that none outlives it (timeouts, Ctrl-C, SIGTERM); and their orphans."""
 
@@ -45,7 +51,7 @@ class Processes:
 
     def start(self, args, env, cwd, limits, on_line=None, pass_fds=()):
         """Start `grade.py --role --contain ... args` in a session of its own; a Child reading its three pipes."""
-        protocol, writer = os.pipe()
+        protocol, writer = socket_pair()
         try:
             with self._lock:
                 if self.stopping:
@@ -286,12 +292,44 @@ class Grader:
         return PROCESSES.start(argv, env, folder, self.limits, on_line)
 
     def run(self, what, role, needs, *args, env=None, folder=None):
-        """Run a step to completion within the time bound; never raises for the worker's sake."""
-        child = self.start(role, needs, args, env, folder or self.workdir("run"))
+        """Run a step to completion within the time bound, driven from here; never raises for the worker's sake.
+
+        `role` names its driver (drivers.py), `args` the driver's arguments.
+        The step only makes the calls the driver asks for (remote.py); the
+        Run's lines are the driver's own records and, if the step could not
+        start (its import failed), what the step said of that.
+        """
+        driver, parsed = drivers.DRIVERS[role], drivers.parse_args(list(args))
+        session = remote.Session()
+        child = self.start("serve", needs, (), env, folder or self.workdir("run"), session.on_line)
+        if child.timed_out:  # the worker's import ran past --timeout: no step
+            return Run(what, None, [], "", timed_out=self.timeout, output=child.output(), limits=self.limits)
+        child.lines.keep = False
         deadline = time.monotonic() + self.timeout  # audit: G54
-        timed_out = child.follow(lambda: deadline)
+        followed = []
+        reader = threading.Thread(target=lambda: followed.append(child.follow(lambda: deadline)), daemon=True)
+        session.attach(child.protocol, reader)
+        reader.start()
+        lines, status = [], 1
+        try:
+            missing = session.request("require", names=list(needs))
+            expect(not missing, msg("impl.defines", names=", ".join(needs)),  # audit: G59
+                   msg("impl.missing", names=", ".join(str(name) for name in missing) if isinstance(missing, list) else "?"))
+            status = driver(remote.Remote(session), parsed, lines)
+        except remote.StepEnded:
+            pass
+        except Fail as fail:
+            session.fail = session.fail or fail
+        except remote.RemoteError as exc:
+            lines.append(drivers.error_line(exc))
+        if session.fail is not None:
+            lines.insert(0, {"kind": "verdict", "ok": False, "expected": session.fail.expected,
+                             "observed": session.fail.observed})
+        session.close(status)
+        reader.join()
         status = child.finish()
-        return Run(what, None if timed_out else status, child.lines.lines, child.err.last_line(),
+        timed_out = bool(followed and followed[0])
+        return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
                    timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits)
 
     @contextlib.contextmanager
@@ -374,7 +412,7 @@ class Zygote:
 
     def spawn(self, argv, folder, on_line):
         """A Step: `argv` run in a process forked by the zygote, in `folder`; None if the zygote is gone."""
-        pipes = [os.pipe() for _ in range(3)]
+        pipes = [os.pipe(), os.pipe(), socket_pair()]
         writers = [w for _, w in pipes]
         try:
             with self.lock:
@@ -467,6 +505,7 @@ class Step:
         self.zygote, self.id = zygote, number
         self.out, self.err, self.lines = Capture(), Capture(), Lines(on_line)
         self.streams = dict(zip(readers, (self.out, self.err, self.lines)))
+        self.protocol = readers[2]  # a socket: the deciding side's requests go out on it
         self.status = None
         self.ended = threading.Event()
 
