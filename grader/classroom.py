@@ -154,6 +154,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
     try:
         for worker in workers:
             grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
+            grader.allow_kit_imports = getattr(options, "allow_kit_imports", False)
             one = Graded(worker, grader, checks)
             graded.append(one)
             error = compile_error(worker.path)  # audit: G59, G60

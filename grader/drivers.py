@@ -91,7 +91,12 @@ def drive_check(impl, args, lines):
     return 0
 
 
-DRIVERS = {"intake": drive_intake, "publish": drive_publish, "send": drive_send, "check": drive_check}
+def drive_kit(impl, args, lines):
+    lines.append({"kind": "kit", "modules": impl.kit_modules()})
+    return 0
+
+
+DRIVERS = {"kit": drive_kit, "intake": drive_intake, "publish": drive_publish, "send": drive_send, "check": drive_check}
 
 
 def parse_args(argv):

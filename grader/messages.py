@@ -45,6 +45,7 @@ EN = {
     "proves.intake-atomic": "The intake process dies right after its first COMMIT: the order row and its outbox row are both there, never one without the other.",
     "proves.receive-atomic": "The sink dies inside receive's transaction (nothing applied) or right after its first COMMIT (the whole receipt applied); after a restart the inventory is 7 either way.",
     "proves.wrong-database": "`init_store` on a sink DB (also while the sink's connection is open, its tables perhaps only in its `-wal`) and `init_sink` on a source DB, and each of them on a text file and on an SQLite DB of another application, raise `WrongDatabase` and leave the file and its `-wal` byte-for-byte unchanged; a 0-byte file and an SQLite file without tables are new: the DB is created there.",
+    "proves.own-work": "The submission is the participant's own work: its import loads nothing from the kit's folder (the worker's `sys.path` holds its own folder and the standard library, so `import outbox` fails there), and it is no copy of `examples/worker_reference.py` with only names, comments or docstrings changed (normalised ASTs compared). `--allow-kit-imports` lets a lab that hands out the kit's helpers allow both.",
     "proves.durability": "Both DBs are in WAL mode (read by the grader's own connection) and the connections `init_store` and `init_sink` return use `synchronous=FULL` or `EXTRA` (a per-connection setting, so it is read on the worker's own connection).",
 
     # The report.
@@ -491,6 +492,17 @@ EN = {
     "durable.mode": "journal_mode is {mode}",
     "durable.full": "the connection {opener} returns uses synchronous=FULL or EXTRA (synchronous is per connection)",
     "durable.level": "synchronous is {level}",
+    "own.expected": "the submission is its own code: no module of the kit's folder loaded, no copy of the reference worker",
+    "own.small": "the submission's source is at most {mib} MiB",
+    "own.too-big": "submission over 1 MiB ({size} bytes): not parsed",
+    "own.copy": "it is examples/worker_reference.py with only names, comments or docstrings changed",
+    "own.imports": "its import loaded the kit's own modules: {modules}",
+    "own.both": "{first}; {second}",
+    "own-work.passed": "the submission's own code",
+    "own.kit-itself": "the kit grading its own reference worker",
+    "own.allowed": "--allow-kit-imports",
+    "own.allowed-because": "allowed ({why}): {reason}",
+    "cli.help.allow-kit-imports": "let a worker import the kit's own packages or copy the reference worker (the own-work check passes, saying so)",
     "durability.passed": "both DBs in WAL mode; both connections synchronous=FULL or EXTRA",
     "durability.observed": "init_store: wal, {store}; init_sink: wal, {sink}",
 }

@@ -35,6 +35,7 @@ JA = {
     "proves.intake-atomic": "受付のプロセスが最初のCOMMITの直後に終了しても、注文の行とそのoutboxの行は両方そろっています。片方だけになることはありません。",
     "proves.receive-atomic": "倉庫が、receiveのトランザクションの途中（何も適用されない）か、最初のCOMMITの直後（受信の記録がすべて適用される）で終了します。再起動したあとの在庫は、どちらの場合も7です。",
     "proves.wrong-database": "倉庫DBに対する `init_store`（倉庫の接続が開いたままで、テーブルがまだ `-wal` にしかないかもしれないときも）、受付DBに対する `init_sink`、そしてそれぞれをテキストファイルと別のアプリケーションのSQLite DBに対して呼んだ場合は、どれも `WrongDatabase` を送出し、ファイルとその `-wal` を1バイトも変えません。0バイトのファイルと、テーブルのないSQLiteファイルは新しいファイルで、そこにDBを作ります。",
+    "proves.own-work": "提出物が受講者自身のコードであること。import の際にキットのフォルダから何も読み込まず（ワーカーの `sys.path` にあるのは自身のフォルダと標準ライブラリだけなので、そこでは `import outbox` は失敗します）、名前・コメント・docstring だけを変えた `examples/worker_reference.py` の写しでもないこと（正規化したASTで比べます）。キットの補助コードを配る演習では `--allow-kit-imports` で両方を認められます。",
     "proves.durability": "両方のDBがWALモードで（採点ツール自身の接続で読みます）、`init_store` と `init_sink` が返す接続が `synchronous=FULL` か `EXTRA` を使います（接続ごとの設定なので、ワーカー自身の接続で読みます）。",
 
     # The report.
@@ -477,6 +478,17 @@ JA = {
     "durable.mode": "journal_modeは {mode} です",
     "durable.full": "{opener} が返す接続が synchronous=FULL か EXTRA を使うこと（synchronousは接続ごとの設定）",
     "durable.level": "synchronousは {level} です",
+    "own.expected": "提出物が自身のコードであること（キットのフォルダのモジュールを読み込まず、参照ワーカーの写しでもない）",
+    "own.small": "提出物のソースが{mib} MiB以下であること",
+    "own.too-big": "提出物が1 MiBを超えています（{size}バイト）。構文解析していません",
+    "own.copy": "examples/worker_reference.py の名前・コメント・docstringだけを変えたものです",
+    "own.imports": "import の際にキット自身のモジュールを読み込みました：{modules}",
+    "own.both": "{first}。{second}",
+    "own-work.passed": "提出物自身のコードであること",
+    "own.kit-itself": "キットが自身の参照ワーカーを採点しています",
+    "own.allowed": "--allow-kit-imports",
+    "own.allowed-because": "認められています（{why}）：{reason}",
+    "cli.help.allow-kit-imports": "ワーカーがキット自身のパッケージをimportすること、参照ワーカーを写すことを認めます（own-workチェックは、その旨を示して合格します）",
     "durability.passed": "両方のDBがWALモードで、両方の接続がsynchronous=FULLかEXTRAであること",
     "durability.observed": "init_storeのDBはWALモードで接続はsynchronous={store}、init_sinkのDBはWALモードで接続はsynchronous={sink}",
 }

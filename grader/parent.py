@@ -241,6 +241,7 @@ class Grader:
 
     def __init__(self, impl, timeout, keep, limits=None):
         self.impl = impl
+        self.allow_kit_imports = False  # --allow-kit-imports: the own-work check lets a worker use the kit
         self.timeout = timeout
         self.limits = limits or default_limits(timeout)
         self.protections_off = contain.protect_host()

@@ -51,5 +51,6 @@ CHECKS = (
     check("intake-atomic", STORE, scenarios.scenario_intake_atomic),
     check("wrong-database", ("init_store", "init_sink"), scenarios.in_process(checks.check_wrong_database)),
     check("durability", ("init_store", "init_sink"), scenarios.in_process(checks.check_durability)),
+    check("own-work", (), scenarios.scenario_own_work),
 )
 NAMES = tuple(c.name for c in CHECKS)

@@ -11,6 +11,7 @@ import json
 import os
 import urllib.parse
 
+from . import own_work
 from .common import INTAKE_CRASH, PUBLISHER_CRASH, SINK_CRASH, SNACK, Fail, describe, expect, msg, wrong_class
 from .parent import (
     FakeSink, TrickleSink, ack_body, acks, delivery_error, need_ok, observe_sink, observe_source, payload_event,
@@ -219,6 +220,14 @@ def scenario_send_timeout(g):
         expect("DeliveryError" in sent["mro"], expected, wrong_class("DeliveryError", sent["type"], sent["mro"], sent["message"]))
         expect(sent["seconds"] <= bound, expected, msg("timeout.took", seconds="%g" % sent["seconds"], error=sent["message"]))
     return expected, msg("timeout.observed", seconds="%g" % sent["seconds"], error=sent["type"])
+
+
+def scenario_own_work(g):
+    def kit_modules():
+        run = g.run(who("check", name=g.name), "kit")
+        line = run.first("kit")
+        return line["modules"] if line else []  # an import that fails loads no kit: the other checks say why
+    return own_work.judge(g, kit_modules)
 
 
 def scenario_intake_atomic(g):
