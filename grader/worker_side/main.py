@@ -22,6 +22,8 @@ from .calls import CONTRACT, say
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KIT_PACKAGES = ("grader", "outbox", "sink", "examples", "tests")
 # What a step uses of the kit, imported before the kit leaves sys.path (never by the worker's name for it).
+import sink as SINK  # noqa: E402
+from sink import faults as SINK_FAULTS  # noqa: E402
 from sink import server as SINK_SERVER  # noqa: E402
 from sink.faults import exit_after_first_commit  # noqa: E402
 
@@ -80,6 +82,9 @@ def role_sink(module, args):
         say("verdict", ok=False, expected=msg("impl.defines", names=", ".join(needs)),
             observed=msg("impl.missing", names=", ".join(missing)))
         return 1
+    # The kit's server imports its fault code when it starts: by the name `sink`, which a worker's own copy keeps.
+    sys.modules.setdefault("sink", SINK)
+    sys.modules.setdefault("sink.faults", SINK_FAULTS)
     httpd = SINK_SERVER.make_server(
         args.db, "127.0.0.1", 0, timeout=args.timeout, fault=args.fault,
         init_sink=lambda path: opened_sink(module, path), receive=module.receive,
