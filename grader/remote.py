@@ -108,7 +108,10 @@ class Remote:
         events = [text(e) for e in answer[3]]
         if answer[0] == "raised":
             fields = answer[2] if isinstance(answer[2], dict) else {}
-            return self._session.error(fields, name), None, events
+            error = self._session.error(fields, name)
+            if isinstance(error, Fail):
+                raise error  # the call itself refused the stub's parameters
+            return error, None, events
         return None, answer[1], events
 
     def best_time(self, name, rounds, *args):
