@@ -81,8 +81,17 @@ TESTED_ELSEWHERE = {
     "sink/storethread.py": (("test_sink_server",), "the server's store thread, its calls and its death, "
                             "through the server"),
     "grader/__init__.py": (("test_grade",), "the grader's version"),
-    "grader/child.py": (("test_grade", "test_grade_mutants_1"), "every check's child side, run on the kit and on "
-                        "each mutant"),
+    "grader/checks.py": (("test_grade", "test_grade_mutants_1"), "the in-process checks, run on the kit and on "
+                         "each mutant"),
+    "grader/drivers.py": (("test_grade", "test_grade_mutants_1"), "the scenarios' steps, run on the kit and on "
+                          "each mutant"),
+    "grader/remote.py": (("test_grade", "test_judge_hostile"), "the deciding side's calls, under every check and "
+                         "against forged answers"),
+    "grader/wire.py": (("test_grade", "test_judge_hostile"), "values across the two sides, under every check"),
+    "grader/own_work.py": (("test_judge_hostile",), "the own-work check, on the hostile workers"),
+    "grader/worker_side/__init__.py": (("test_grade",), "the worker's side, a docstring"),
+    "grader/worker_side/calls.py": (("test_grade", "test_judge_hostile"), "the calls a step makes, under every check"),
+    "grader/worker_side/main.py": (("test_grade", "test_judge_hostile"), "the worker's process, under every check"),
     "grader/parent.py": (("test_grade", "test_grader_contain"), "the parent's machinery, under every check"),
     "grader/scenarios.py": (("test_grade", "test_grade_mutants_1"), "the multi-process checks, run on the kit "
                             "and on each mutant"),
