@@ -14,11 +14,10 @@ import subprocess
 import sys
 import unittest
 
-from tests.support import ROOT, TempDirTestCase, python_env
+from tests.support import READER_DOCS, ROOT, TempDirTestCase, japanese, python_env, read_doc, read_docs
 
-with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _f:
-    README = _f.read()
-README_JA = os.path.join(ROOT, "README.ja.md")
+README = read_docs()  # the front door and every reader's page: what the docs say, wherever it stands
+FRONT_DOOR = read_doc("README.md")
 GLOSSARY = os.path.join(ROOT, "docs", "glossary.ja.md")
 # Every Japanese text a reader meets, besides the glossary itself: held to the glossary's terms.
 JAPANESE_TEXTS = ("README.ja.md", "docs/*.ja.md", "grader/messages_ja.py", "grader/quiz_questions.py",
@@ -172,7 +171,7 @@ class LabTest(unittest.TestCase):
 
 class ReadmeTest(TempDirTestCase):
     def test_first_command_is_the_grader_and_the_test_command_is_make_test(self):
-        commands = re.findall(r"```sh\n(.*?)```", README, re.S)
+        commands = re.findall(r"```sh\n(.*?)```", FRONT_DOOR, re.S)
         self.assertTrue(commands[0].strip().startswith("python grade.py"), commands[0])
         self.assertIn("make test", commands[0])
         with open(os.path.join(ROOT, ".ci", "run")) as f:
@@ -251,14 +250,20 @@ class ReadmeTest(TempDirTestCase):
                                  [value.rstrip(":") for value in expected])
                 self.assertEqual(os.listdir(cwd), [], "the example wrote into its current directory")
 
-    def test_the_japanese_readme_has_the_same_sections(self):
-        if not os.path.exists(README_JA):
-            self.skipTest("README.ja.md does not exist yet (the Japanese texts come in a second wave)")
-        with open(README_JA, encoding="utf-8") as f:
-            japanese = f.read()
-        self.assertEqual(headings(japanese), headings(README))
-        self.assertEqual(re.findall(r"^```(\w*)", japanese, re.M), re.findall(r"^```(\w*)", README, re.M))
-        self.assertEqual(len(readme_rows()), len([line for line in japanese.splitlines() if line.startswith("|")]))
+    def test_each_reader_doc_has_a_japanese_counterpart_with_the_same_sections(self):
+        for path in READER_DOCS:
+            with self.subTest(path=path):
+                english, ja = read_doc(path), read_doc(japanese(path))
+                self.assertEqual(headings(ja), headings(english))
+                self.assertEqual(re.findall(r"^```(\w*)", ja, re.M), re.findall(r"^```(\w*)", english, re.M))
+                self.assertEqual(len([line for line in english.splitlines() if line.startswith("|")]),
+                                 len([line for line in ja.splitlines() if line.startswith("|")]))
+
+    def test_the_front_door_stays_a_front_door(self):
+        for path in ("README.md", "README.ja.md"):
+            self.assertLessEqual(len(read_doc(path).splitlines()), 200, path)
+        for path in READER_DOCS[1:]:
+            self.assertIn("(%s)" % path, FRONT_DOOR, "README.md's table of readers does not send anyone to " + path)
 
 
 if __name__ == "__main__":
