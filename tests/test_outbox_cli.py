@@ -147,7 +147,7 @@ class HelpTest(TempDirTestCase):
         readme = read_docs()
         for package, commands in COMMANDS.items():
             for command in commands:
-                self.assertIn("python -m %s %s" % (package, command), readme)
+                self.assertIn("python3 -m %s %s" % (package, command), readme)
         relay_help = " ".join(outbox("relay", "--help").stdout.split())  # argparse wraps where it likes
         for default in ("(default: 5)", "(default: 0.5)", "(default: 10.0)", "(default: 16)"):
             self.assertIn(default, relay_help)
