@@ -4,7 +4,7 @@ Exit status: 0 every check of every worker passed, 1 some check failed, 2
 usage error, 3 grader error (the grader's own fault: an exception in its
 code, no writable temporary directory), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 Never imports the worker: grade.py sends `--role` children straight to
-contain.py and child.py.
+contain.py and worker_side/.
 """
 import argparse
 import functools

@@ -2,7 +2,7 @@
 
 Each scenario takes a CheckContext, starts children through it, observes the
 DBs read-only, and returns (expected, observed) messages or raises Fail. It
-never touches the worker: only the children do (child.py).
+never touches the worker: only the children do (worker_side/), making the calls this side asks for.
 """
 import concurrent.futures
 import contextlib
@@ -280,7 +280,7 @@ def receive_crash(g, work, fault, whole):
 
 
 def in_process(function):
-    """A scenario that runs `function` (a check of child.py, by name) in one child process."""
+    """A scenario that runs `function` (a check of checks.py, by name) in one child process."""
     def scenario(g):
         run = g.run(who("check", name=g.name), "check", "--check", function.__name__,
                     "--db", os.path.join(g.workdir(), "source.db"))
