@@ -12,19 +12,9 @@ import os
 import queue
 
 from . import wire
+from .wire import CONTRACT
 from .common import Fail, msg
 
-CONTRACT = {  # the stub's signatures, as a Fail names them (worker_side/calls.py has the same table)
-    "validate_event": "validate_event(event)",
-    "init_store": "init_store(path)",
-    "intake": "intake(con, event)",
-    "pending": "pending(con, limit=16)",
-    "mark_sent": "mark_sent(con, event_id)",
-    "dispatch": "dispatch(con, send, limit=16, *, after_delivery=None)",
-    "send_http": "send_http(url, event, *, timeout=5.0)",
-    "init_sink": "init_sink(path)",
-    "receive": "receive(con, event)",
-}
 MAX_NESTING = 40  # callbacks within calls within callbacks: deeper is the worker's loop, refused
 WAIT = 0.05  # seconds between two looks at whether the step is still there
 

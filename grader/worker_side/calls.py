@@ -15,19 +15,8 @@ import time
 
 from .. import contain, wire
 from ..common import MARK
+from ..wire import CONTRACT
 
-# The worker contract: the stub's nine signatures, as the grader calls them.
-CONTRACT = {
-    "validate_event": "validate_event(event)",
-    "init_store": "init_store(path)",
-    "intake": "intake(con, event)",
-    "pending": "pending(con, limit=16)",
-    "mark_sent": "mark_sent(con, event_id)",
-    "dispatch": "dispatch(con, send, limit=16, *, after_delivery=None)",
-    "send_http": "send_http(url, event, *, timeout=5.0)",
-    "init_sink": "init_sink(path)",
-    "receive": "receive(con, event)",
-}
 TEXT = 4096  # characters of an exception's str() that cross
 NETWORK_EVENTS = frozenset((
     "socket.__new__", "socket.bind", "socket.connect", "socket.getaddrinfo", "socket.gethostbyname",
