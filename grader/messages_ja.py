@@ -481,7 +481,7 @@ JA = {
     "own.expected": "提出物が自身のコードであること（キットのフォルダのモジュールを読み込まず、参照ワーカーの写しでもない）",
     "own.small": "提出物のソースが{mib} MiB以下であること",
     "own.too-big": "提出物が1 MiBを超えています（{size}バイト）。構文解析していません",
-    "own.copy": "examples/worker_reference.py の名前・コメント・docstringだけを変えたものです",
+    "own.copy": "examples/worker_reference.py の名前・コメント・ドキュメント文字列だけを変えたものです",
     "own.imports": "import の際にキット自身のモジュールを読み込みました：{modules}",
     "own.both": "{first}。{second}",
     "own-work.passed": "提出物自身のコードであること",
