@@ -18,6 +18,7 @@ from .common import Fail, describe, msg
 from .messages import render, text
 from .parent import PROCESSES, Grader
 from .report import printable
+from .text import data
 
 Worker = collections.namedtuple("Worker", "name path")
 TICK = 1.0  # seconds between two refreshes of the live progress line
@@ -89,6 +90,8 @@ def run_check(grader, check, lang, context=None):
     except Exception as exc:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
         status, error = "error", traceback.format_exc()
         expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))
+    # Whatever a worker put in them (bytes, NaN, a huge int, ESC, a megabyte), every report can hold them.
+    expected, observed = data(expected), data(observed)
     return {"name": check.name, "status": status, "ok": status == "pass",
             "expected": render(expected, "en"), "observed": render(observed, "en"),
             "expected_message": expected, "observed_message": observed,

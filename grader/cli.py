@@ -22,6 +22,7 @@ from .common import describe
 from .messages import LANGS, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
+from .text import shown
 from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
@@ -273,7 +274,7 @@ def grade(args):
     started = time.monotonic()
     on_results = on_worker = on_tick = None
     if single and not args.json:
-        print(text(lang, "report.grading", impl=os.path.relpath(args.workers[0].path)))
+        print(text(lang, "report.grading", impl=shown(os.path.relpath(args.workers[0].path))))
         on_results = InOrder(lambda result: show_result(result, args)).add
     elif not single:
         progress = Progress(len(args.workers), lang)
@@ -299,7 +300,7 @@ def grade(args):
         for line in report.class_table(graded, lang, seconds):
             print(line)
         for one in graded if args.keep else ():
-            print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
+            print(text(lang, "report.kept-for", name=shown(one.worker.name), path=one.grader.tmp))
         for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
             print(result["traceback"], file=sys.stderr)
     statuses = [r["status"] for one in graded for r in one.results]

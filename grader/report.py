@@ -6,6 +6,7 @@ controls (its name, the messages that quote its errors, the values read from
 its DBs) is escaped for the format it goes into. Never runs anything.
 """
 import csv
+import hashlib
 import html
 import io
 import json
@@ -16,6 +17,7 @@ import xml.etree.ElementTree as ET
 
 from . import __version__
 from .messages import render, term, terms, text
+from .text import csv_cell, shown
 
 SCHEMA = 1  # docs/report.schema.json: "schema" in every report; raised when a field changes or goes
 
@@ -113,8 +115,24 @@ def pad(cell, width):
 
 
 def printable(name):
-    """A worker's name for a terminal: its control characters (a file name may hold any) shown escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)  # audit: G60
+    """A worker's name for a terminal: its control, bidi and zero-width characters (a file name may hold any)
+    shown escaped, so two names that differ only in those look different."""
+    return shown(name)  # audit: G60
+
+
+NAME_BYTES = 200  # of a report file's name: <name>.json must fit the 255 bytes a file system allows
+
+
+def report_file(name):
+    """The file name of a worker's JSON report: its name if that is printable and short, else a cut, escaped
+    form with a digest of the name (so two long or odd names still get files of their own)."""
+    safe = shown(name).replace("/", "_").replace("\\", "_")
+    if safe == name and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES and not name.startswith("."):
+        return name + ".json"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    while len(safe.encode("utf-8")) > NAME_BYTES - 13:
+        safe = safe[:-1]
+    return "%s-%s.json" % (safe.lstrip(".") or "worker", digest)
 
 
 def write_reports(folder, graded, checks, reports, lang, seconds):
@@ -123,7 +141,7 @@ def write_reports(folder, graded, checks, reports, lang, seconds):
     index.html, the page people read, is in `lang`; the JSON, CSV and JUnit files are language-neutral.
     """
     for one in graded:
-        write(os.path.join(folder, one.worker.name + ".json"), dumps(reports[one.worker.name]) + "\n")
+        write(os.path.join(folder, report_file(one.worker.name)), dumps(reports[one.worker.name]) + "\n")
     write(os.path.join(folder, "class.csv"), class_csv(graded, checks))
     write(os.path.join(folder, "junit.xml"), junit_xml(graded))
     write(os.path.join(folder, "index.html"), index_html(graded, checks, lang, seconds))
@@ -135,12 +153,11 @@ def write(path, content):
 
 
 VERDICT = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
-FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a cell a spreadsheet would run as a formula
 
 
 def cell(value):
-    """A CSV cell from a worker-controlled string: never one a spreadsheet takes for a formula."""
-    return "'" + value if value.startswith(FORMULA) else value  # audit: G60
+    """A CSV cell from a worker-controlled string: escaped (text.shown), never one a spreadsheet takes for a formula."""
+    return csv_cell(value)  # audit: G60 (its tab or CR escaped, so only =, +, - and @ need the apostrophe)
 
 
 def class_csv(graded, checks):
@@ -160,7 +177,7 @@ NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def xml_text(value):
     """`value` with every character XML 1.0 cannot carry (control characters, lone surrogates) as U+FFFD."""
-    return NOT_XML.sub("\ufffd", str(value))  # audit: G60
+    return NOT_XML.sub("\ufffd", shown(value, newlines=True))  # audit: G60 (a worker's ESC, bidi, ZWSP escaped)
 
 
 def junit_xml(graded):
@@ -213,7 +230,7 @@ def index_html(graded, checks, lang, seconds):
     """One self-contained page: the grid of workers x checks, coloured, failed cells with their text; each
     worker's checks and evidence tables. No script, no external asset; every worker-controlled string escaped."""
     def e(value):
-        return html.escape(xml_text(value))  # and no control character: a parse error in HTML as in XML
+        return html.escape(xml_text(value))  # escaped (text.shown): no control character, no bidi override
     parts = ['<!DOCTYPE html>\n<html lang="%s">\n<head>\n<meta charset="utf-8">\n' % e(lang),
              "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n" % (e(text(lang, "html.title")), STYLE),
              "<h1>%s</h1>\n" % e(text(lang, "html.title")),

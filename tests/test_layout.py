@@ -111,6 +111,7 @@ ABOUT_SEVERAL = {
     "test_grade_mutants_2": "grade.py against mutants of the whole kit, a third of them each",
     "test_grade_mutants_3": "grade.py against mutants of the whole kit, a third of them each",
     "test_judge_hostile": "grade.py against a class of workers written to cheat, beside the reference and the stub",
+    "test_judge_hostile_values_slow": "grade.py against a class whose values, names, exceptions and files are odd",
     "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",
     "test_layout": "the architecture the module docstrings state, and this layout of the tests",
     "test_torture": "tests/torture: a fast slice of `make torture`",
