@@ -14,7 +14,7 @@ import socket
 import sqlite3
 
 from . import common
-from .common import SNACK, Fail, expect, msg, read_only
+from .common import SNACK, Fail, bounded, expect, msg, read_only
 from .remote import Handle, RemoteError
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
@@ -204,7 +204,7 @@ def check_no_lock_during_send(impl, db):
 
     def send(event):
         expect(not in_transaction(con), msg("lock.outside"), msg("lock.in-transaction"))
-        other = sqlite3.connect(db, isolation_level=None, timeout=0)
+        other = bounded(sqlite3.connect(db, isolation_level=None, timeout=0))
         try:
             other.execute("PRAGMA busy_timeout = 0")
             try:
@@ -304,7 +304,7 @@ def check_batch_limit(impl, db):
 
 def mark_elsewhere(db, event_id):
     """With the grader's own connection, set sent = 1 on `event_id`'s outbox row (called while send runs)."""
-    con = sqlite3.connect(db, isolation_level=None, timeout=1)
+    con = bounded(sqlite3.connect(db, isolation_level=None, timeout=1))
     try:
         con.execute("UPDATE outbox SET sent = 1 WHERE event_id = ?", (event_id,))
     except sqlite3.OperationalError as exc:  # dispatch holds a write lock while send runs: that rule, by name
