@@ -42,9 +42,9 @@ import time
 import traceback
 from http import HTTPStatus
 
-from outbox.db import check_durability
-from outbox.errors import Conflict, InvalidEvent
-from outbox.event import loads_strict, validate_event
+from outbox.core.db import check_durability
+from outbox.core.errors import Conflict, InvalidEvent
+from outbox.core.event import loads_strict, validate_event
 
 from . import framing, inbox, metrics, views
 from .storethread import StoreGone, StoreThread, describe
@@ -128,7 +128,7 @@ def make_server(
     fires and per client closed unanswered, and every internal error with its
     traceback; by default nothing is printed. It is called from every thread
     of the server; an Exception it raises loses that line and nothing else.
-    `durability` ("full" or "process", see outbox.db.DURABILITY) is passed to
+    `durability` ("full" or "process", see outbox.core.db.DURABILITY) is passed to
     the kit's own `init_sink`; with a foreign `init_sink` it must stay "full"
     (ValueError).
     """

@@ -35,11 +35,11 @@ def run(*args, env=None, cwd=ROOT):
 
 
 def kit_commands():
-    """{"python -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli*.py and sink/cli*.py."""
+    """{"python -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli/*.py and sink/cli*.py."""
     commands = {}
     for package in CLI_PACKAGES:
-        for path in sorted(glob.glob(os.path.join(ROOT, package, "cli*.py"))):
-            module = importlib.import_module("%s.%s" % (package, os.path.basename(path)[:-3]))
+        for path in sorted(glob.glob(os.path.join(ROOT, package, "cli*.py")) + glob.glob(os.path.join(ROOT, package, "cli", "*.py"))):
+            module = importlib.import_module(os.path.relpath(path, ROOT)[:-3].replace(os.sep, "."))
             builders = [getattr(module, name) for name in PARSER_BUILDERS if hasattr(module, name)]
             for build in builders:
                 parser = build()

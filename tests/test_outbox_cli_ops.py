@@ -1,4 +1,4 @@
-"""outbox.cli_ops: the operator's commands of `python -m outbox` through real processes on real files.
+"""outbox.cli.ops: the operator's commands of `python -m outbox` through real processes on real files.
 
 status, evidence, quarantined, quarantine, requeue, retry, purge, upgrade
 (and `python -m sink status`).

@@ -23,9 +23,9 @@ import threading
 import time
 import unittest
 
-import outbox.errors
-from outbox import store
-from outbox.event import canonical, digest
+import outbox.core.errors
+from outbox.core import store
+from outbox.core.event import canonical, digest
 from sink import Conflict, InvalidEvent, WrongDatabase, inbox, init_sink, receive, views
 from tests.support import DEADLINE, PYTHON, ROOT, Child, TempDirTestCase, copy_packages, ev, python_env
 
@@ -81,7 +81,7 @@ class ReceiveTest(StoreTestCase):
         inbox_before = self.con.execute("SELECT * FROM inbox").fetchall()
         with self.assertRaises(Conflict) as caught:
             receive(self.con, {"id": "e1", "sku": "apple", "qty": 4})
-        self.assertIs(Conflict, outbox.errors.Conflict)
+        self.assertIs(Conflict, outbox.core.errors.Conflict)
         self.assertIn("e1", str(caught.exception))
         self.assertFalse(self.con.in_transaction)
         self.assertEqual(self.con.execute("SELECT * FROM inbox").fetchall(), inbox_before)
@@ -305,7 +305,7 @@ def event(r, k):
     return {"id": "r%d-k%d" % (r, k), "sku": "s%d" % (k % 3), "qty": qty}
 
 if mode == "direct":
-    from outbox.errors import Conflict
+    from outbox.core.errors import Conflict
     from sink import inbox
     con = inbox.init_sink(where)
 
