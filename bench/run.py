@@ -36,7 +36,7 @@ from outbox import dispatch, init_store, intake, intake_many, send_http  # noqa:
 from outbox.core import db, store  # noqa: E402
 from outbox.export import timestamps  # noqa: E402
 from outbox.core.store import pending  # noqa: E402
-from sink import inbox  # noqa: E402
+from sink.core import inbox  # noqa: E402
 
 ROUNDS = 5
 SLICE_S = 0.2  # one in-process slice of one side

@@ -12,7 +12,7 @@ from outbox.core.errors import Conflict, InvalidEvent, WrongDatabase  # audit: G
 
 __version__ = "3.0.0"  # always outbox.__version__: one kit, one version
 
-from .inbox import init_sink, receive
+from .core.inbox import init_sink, receive
 from .server import make_server
 
 __all__ = ["Conflict", "InvalidEvent", "WrongDatabase", "init_sink", "make_server", "receive"]

@@ -46,7 +46,8 @@ from outbox.core.db import check_durability
 from outbox.core.errors import Conflict, InvalidEvent
 from outbox.core.event import loads_strict, validate_event
 
-from . import framing, inbox, metrics, views
+from . import framing, metrics, views
+from .core import inbox
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -115,7 +116,7 @@ def make_server(
     Call `start()` (serves in a daemon thread) or `serve_forever()`, and at the
     end `stop()` (or `shutdown()` then `server_close()`). `server_address`
     holds the real port when `port` is 0. `init_sink(db_path)` and
-    `receive(con, event)` default to sink.inbox's; `init_sink` is called once,
+    `receive(con, event)` default to sink.core.inbox's; `init_sink` is called once,
     here, and its connection is held until stop(), so a foreign or unusable DB
     raises (WrongDatabase) now rather than at the first request. `timeout`
     (seconds, > 0) is the time a client has, from being accepted, to send its

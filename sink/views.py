@@ -3,13 +3,13 @@
 For the server (the ACK's digest, GET /metrics) and for `python -m sink
 show` and `status`. Nothing here writes: `open_readonly` opens a connection
 that cannot (outbox.core.readonly), and the others only SELECT on the connection
-they are given. The tables are sink.inbox's, which writes them.
+they are given. The tables are sink.core.inbox's, which writes them.
 """
 
 from outbox.core import readonly
 from outbox.export import timestamps
 
-from .inbox import APPLICATION_ID, APPLIED, CONFLICT, DUPLICATE, SCHEMA_VERSION
+from .core.inbox import APPLICATION_ID, APPLIED, CONFLICT, DUPLICATE, SCHEMA_VERSION
 
 
 def held_digest(con, event_id):

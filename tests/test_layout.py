@@ -17,20 +17,20 @@ PACKAGES = ("outbox", "sink")
 # The modules that may hold SQL text: the store modules and the DB helpers. store.py: the kernel's SQL;
 # attempts.py, operations.py and history.py: the operator's records on the source DB, and their tables;
 # readonly.py and upgrade.py: reading without writing, and the schema history; sinklook.py: the publisher's
-# read-only look at a sink DB (evidence), through the tables the contract names; sink/inbox.py: the sink DB's
+# read-only look at a sink DB (evidence), through the tables the contract names; sink/core/inbox.py: the sink DB's
 # schema and its one writer; sink/views.py: the sink DB read for people (show, status, /metrics).
 SQL_MODULES = ("outbox/core/db.py", "outbox/core/readonly.py", "outbox/core/upgrade.py", "outbox/core/store.py",
                "outbox/core/history.py", "outbox/ops/attempts.py", "outbox/ops/operations.py", "outbox/ops/sinklook.py",
-               "sink/inbox.py", "sink/views.py")
+               "sink/core/inbox.py", "sink/views.py")
 # The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
 # order, stopping at the first failure; the sink applies each id once": every file of the kernel folders, with
 # what init_store runs before db.open_db (history.py, the history tables' schema alone; upgrade.py, which looks
 # at an older file first through readonly.py). The kernel imports nothing of the kit outside itself: never an
 # operator module (outbox.ops: dispatch takes their bookkeeping as hooks), an exporter, a command line, nor a
 # reader for people (sink/views.py reads the sink DB for show, status and /metrics).
-KERNEL_FOLDERS = ("outbox/core",)
+KERNEL_FOLDERS = ("outbox/core", "sink/core")
 KERNEL_MODULES = tuple(sorted(os.path.relpath(path, ROOT).replace(os.sep, "/") for folder in KERNEL_FOLDERS
-                              for path in glob.glob(os.path.join(ROOT, folder, "*.py")))) + ("sink/inbox.py",)
+                              for path in glob.glob(os.path.join(ROOT, folder, "*.py"))))
 # The only module that may import an HTTP client.
 HTTP_CLIENT_MODULES = ("outbox/core/sender.py",)
 HTTP_CLIENT_IMPORTS = ("urllib.request", "http.client")
@@ -72,6 +72,7 @@ TESTED_ELSEWHERE = {
     "outbox/ops/__init__.py": (("test_layout",), "the operator folder's charter, a docstring"),
     "outbox/export/__init__.py": (("test_layout",), "the exporters' folder's charter, a docstring"),
     "outbox/cli/__init__.py": (("test_outbox_cli",), "the command line folder's charter, a docstring"),
+    "sink/core/__init__.py": (("test_layout",), "the sink's kernel folder's charter, a docstring"),
     "outbox/core/errors.py": (("test_outbox_store", "test_outbox_sender", "test_outbox_failures"),
                               "the exception classes, asserted where each is raised"),
     "outbox/core/history.py": (("test_outbox_operations", "test_outbox_upgrade"),
@@ -372,7 +373,7 @@ class RuleSelfTest(unittest.TestCase):
         return [module for _, module in imported_modules(relpath, ast.parse(text))]
 
     def test_relative_and_from_imports_resolve(self):
-        self.assertIn("outbox.core.db", self.imports("sink/inbox.py", "from outbox.core import db"))
+        self.assertIn("outbox.core.db", self.imports("sink/core/inbox.py", "from outbox.core import db"))
         self.assertIn("sink.server", self.imports("sink/cli.py", "from . import server"))
         self.assertIn("sink.inbox", self.imports("outbox/x.py", "from ..sink import inbox"))
 
@@ -381,7 +382,7 @@ class RuleSelfTest(unittest.TestCase):
         self.assertTrue(kernel_import_violation("outbox/core/store.py", "outbox.ops.operations.quarantine"))
         self.assertTrue(kernel_import_violation("outbox/core/upgrade.py", "outbox.ops.relay"))
         self.assertFalse(kernel_import_violation("outbox/core/dispatch.py", "outbox.core.store.mark_sent"))
-        self.assertFalse(kernel_import_violation("sink/inbox.py", "outbox.core.db"))
+        self.assertFalse(kernel_import_violation("sink/core/inbox.py", "outbox.core.db"))
         self.assertFalse(kernel_import_violation("outbox/ops/relay.py", "outbox.ops.attempts"))
         self.assertFalse(kernel_import_violation("outbox/core/store.py", "sqlite3"))
 

@@ -9,7 +9,7 @@ import sqlite3
 import unittest
 
 from outbox import init_store, intake
-from sink import inbox
+from sink.core import inbox
 from tests.support import LoopbackServer, TempDirTestCase, build_v1, file_bytes, parse_prometheus, reply, run_cli
 
 

@@ -10,7 +10,7 @@ import unittest
 from outbox.ops import attempts, evidence, operations, relay, sinklook
 from outbox import dispatch, init_store, intake
 from outbox.core.errors import NoAnswer, UntrustedAck
-from sink import inbox
+from sink.core import inbox
 from sink.server import make_server
 from tests.support import ROOT, TempDirTestCase, python_env, run_relay
 

@@ -7,7 +7,8 @@ from outbox import init_store, intake, mark_sent
 from outbox.export import prometheus
 from outbox.cli.ops import render_status
 from outbox.core.errors import Conflict
-from sink import inbox, metrics, views
+from sink.core import inbox
+from sink import metrics, views
 from tests.support import TempDirTestCase, ev, parse_prometheus
 
 

@@ -22,7 +22,7 @@ import unittest
 from outbox import init_store, intake, intake_many, mark_sent, pending
 from outbox.ops import operations
 from outbox.core import readonly, store
-from sink import inbox
+from sink.core import inbox
 from tests.support import TempDirTestCase, ev, file_bytes, python_env, tree_listing
 
 

@@ -23,7 +23,7 @@ from outbox import dispatch, init_store, intake, pending
 from outbox.core.errors import Conflict, DeliveryError, InvalidEvent, NoAnswer, UntrustedAck
 from outbox.core.event import canonical, digest
 from outbox.core.sender import MAX_ACK_BYTES, MAX_TIMEOUT, check_url, send_http
-from sink import inbox
+from sink.core import inbox
 from sink.server import make_server
 from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, python_env, reply, wait_until
 

@@ -125,7 +125,8 @@ class ServeTest(CliTestCase):
 # Exception` catches ends a thread, as a bug or a foreign callable's sys.exit() would.
 STORE_DIES = """
 import sys
-from sink import cli, inbox
+from sink import cli
+from sink.core import inbox
 def receive_that_exits(con, event):
     sys.exit(3)  # a foreign receive that gives up: SystemExit on the store thread
 inbox.receive = receive_that_exits
