@@ -1,4 +1,4 @@
-"""outbox.cli: `python -m outbox`, the publisher's command line.
+"""outbox.cli: `python3 -m outbox`, the publisher's command line.
 
 main builds the parser and maps errors to exit statuses; args holds the
 argument types and the parser both command lines share; ops the operator's
