@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from . import __version__, contain, report
+from . import __version__, box, contain, report
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
@@ -166,6 +166,7 @@ def parse_args(argv, lang):
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
+    options.add_argument("--isolation", choices=("all", "off"), default="all", help=t("cli.help.isolation"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
     options.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
@@ -297,6 +298,7 @@ def grade(args):
     else:
         for line in report.class_table(graded, lang, seconds):
             print(line)
+        show_isolation(graded[0], lang)
         for one in graded if args.keep else ():
             print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
         for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
@@ -321,6 +323,12 @@ def show_result(result, args):
     sys.stdout.flush()
 
 
+def show_isolation(one, lang):
+    """The one line on the box the worker ran in (in a class: the first worker's, as every worker's is alike)."""
+    on, off = box.describe(one.grader.isolation())
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=on, off=off))
+
+
 def show_totals(one, args, seconds):
     lang = args.lang
     counts = one.counts()
@@ -330,6 +338,7 @@ def show_totals(one, args, seconds):
     if args.keep:
         print(text(lang, "report.kept", path=one.grader.tmp))
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
+    show_isolation(one, lang)
     if counts["error"]:
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))

@@ -56,6 +56,8 @@ EN = {
     "verdict.error": "ERROR",
     "report.kept": "temporary DBs kept in {path}",
     "report.seconds": "graded in {seconds}s",
+    "report.isolation": "isolation: {on}",
+    "report.isolation-off": "isolation: {on}; {off}",
     "report.totals": "grade: {passed} passed, {failed} failed",
     "report.totals-errors": "grade: {passed} passed, {failed} failed, {errors} grader errors",
     "report.hint-debug": "hint: a grader error is the grader's own fault, not your worker's; run again with --debug for its traceback",
@@ -114,6 +116,8 @@ EN = {
     "cli.help.timeout": "time bound of each step (a process of the worker's), and of its import, in seconds (default: %(default)s)",
     "cli.help.jobs": "checks run at once, over all the workers (default: %(default)s)",
     "cli.help.keep": "keep the temporary DBs and print where they are",
+    "cli.help.isolation": "all: each worker in the box this host offers (Landlock, seccomp, namespaces, a uid of "
+                          "its own under root); off: none of them (default: %(default)s)",
     "cli.help.list": "list the checks and exit",
     "cli.help.lang": "language of the report: {langs} (default: from LC_ALL or LANG, else en)",
     "cli.help.debug": "on a grader error, print its traceback",

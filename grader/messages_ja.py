@@ -46,6 +46,8 @@ JA = {
     "verdict.error": "ERROR",
     "report.kept": "一時DBは {path} に残しています",
     "report.seconds": "採点時間: {seconds}秒",
+    "report.isolation": "分離: {on}",
+    "report.isolation-off": "分離: {on}（働いていない層: {off}）",
     "report.totals": "採点結果: 合格 {passed}、不合格 {failed}",
     "report.totals-errors": "採点結果: 合格 {passed}、不合格 {failed}、採点ツールのエラー {errors}",
     "report.hint-debug": "ヒント: 採点ツールのエラーは採点ツール自身の不具合で、あなたのワーカーのせいではありません。--debug を付けてもう一度実行すると、トレースバックを表示します",
@@ -103,6 +105,8 @@ JA = {
     "cli.help.timeout": "各段階（ワーカーのプロセス1つ）と、ワーカーのimportの制限時間（秒。既定: %(default)s）",
     "cli.help.jobs": "全ワーカーを通して同時に実行するチェックの数（既定: %(default)s）",
     "cli.help.keep": "一時DBを削除せずに残し、その場所を表示します",
+    "cli.help.isolation": "all: このホストで使える層（Landlock、seccomp、名前空間、root で動くときはワーカーごとの uid）で"
+                          "各ワーカーを分離します。off: どの層も使いません（既定: %(default)s）",
     "cli.help.list": "チェックの一覧を表示して終了します",
     "cli.help.lang": "レポートの言語: {langs}（既定: LC_ALL、なければLANGから決め、どちらでもなければen）",
     "cli.help.debug": "採点ツールのエラーのとき、トレースバックを表示します",
