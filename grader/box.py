@@ -69,7 +69,10 @@ def unreadable(paths):
     for path in (os.path.abspath(p) for p in paths):
         folder, needs = path, stat.S_IROTH | (stat.S_IXOTH if os.path.isdir(path) else 0)
         while True:
-            mode = os.stat(folder).st_mode
+            try:
+                mode = os.stat(folder).st_mode
+            except OSError as exc:
+                return "%s cannot be read: %s" % (path, exc)
             if mode & needs != needs:
                 return "%s cannot be read by another user (%s is mode %o)" % (path, folder, stat.S_IMODE(mode))
             if os.path.dirname(folder) == folder:
