@@ -20,8 +20,7 @@ ENV = "OUTBOX_KIT_BOX"  # the plan, as JSON, in the environment of the grader's 
 UNAVAILABLE = "OUTBOX_KIT_BOX_UNAVAILABLE"  # layers to treat as missing here (comma-separated): the fallbacks' tests
 LAYERS = ("landlock", "seccomp", "namespaces", "uid")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NO_NETWORK_NAMESPACE = ("no network namespace: the worker's send_http must reach servers the grader runs on "
-                        "the host's loopback")
+NO_NETWORK_NAMESPACE = "send_http must reach the grader's servers on the host's loopback"
 UID_FIRST, UID_SPAN = 10 ** 7, 1000  # a worker's uid: UID_FIRST + the grader's pid * UID_SPAN + its number
 _uids = {"next": 0}
 _uids_lock = threading.Lock()
@@ -259,18 +258,3 @@ ENTERED = {}  # in the worker's process: the Landlock ABI enter() applied, and t
 SYSTEM_READS = ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/share/zoneinfo", "/etc/ld.so.cache",
                 "/etc/localtime", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/resolv.conf",
                 "/etc/gai.conf", "/dev/urandom", "/dev/random", "/dev/zero", "/proc"]
-
-
-def describe(isolation):
-    """The one line of text a report shows: each layer, on or off with its reason."""
-    on = []
-    if isolation.get("landlock"):
-        on.append("landlock ABI %d" % isolation["landlock"])
-    if isolation.get("seccomp"):
-        on.append("seccomp")
-    if isolation.get("namespaces"):
-        on.append("namespaces (%s)" % ", ".join(namespaces.NAMES))
-    if isolation.get("uid"):
-        on.append("uid %d" % isolation["uid"])
-    off = "; ".join("%s off: %s" % (layer, reason) for layer, reason in sorted(isolation.get("off", {}).items()))
-    return ", ".join(on) or "none", off

@@ -19,7 +19,7 @@ from . import __version__, box, contain, report
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
-from .messages import LANGS, choose_lang, render, text
+from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
 from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
@@ -325,8 +325,13 @@ def show_result(result, args):
 
 def show_isolation(one, lang):
     """The one line on the box the worker ran in (in a class: the first worker's, as every worker's is alike)."""
-    on, off = box.describe(one.grader.isolation())
-    print(text(lang, "report.isolation-off" if off else "report.isolation", on=on, off=off))
+    isolation = one.grader.isolation()
+    on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
+          for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
+    off = [text(lang, "isolation.reason", layer=text(lang, "isolation.layer." + layer), reason=reason)
+           for layer, reason in sorted(isolation["off"].items()) if "isolation.layer." + layer in MESSAGES["en"]]
+    comma = text(lang, "isolation.comma")
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
 
 
 def show_totals(one, args, seconds):
@@ -337,8 +342,8 @@ def show_totals(one, args, seconds):
     print("")
     if args.keep:
         print(text(lang, "report.kept", path=one.grader.tmp))
-    print(text(lang, "report.seconds", seconds="%.1f" % seconds))
     show_isolation(one, lang)
+    print(text(lang, "report.seconds", seconds="%.1f" % seconds))
     if counts["error"]:
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))

@@ -215,12 +215,6 @@ class PlanTest(TempDirTestCase):
             self.assertRaises(KeyError, pwd.getpwuid, uid)
             self.assertLess(uid, 2 ** 32 - 1)
 
-    def test_the_report_line_names_each_layer_on_and_the_reasons_of_those_off(self):
-        on, off = box.describe({"landlock": 7, "seccomp": True, "namespaces": False, "uid": 61234,
-                                "off": {"namespaces": "refused"}})
-        self.assertEqual(on, "landlock ABI 7, seccomp, uid 61234")
-        self.assertEqual(off, "namespaces off: refused")
-
     def test_a_forged_isolation_line_is_shown_as_data_of_known_types(self):
         self.assertEqual(box.shown({"landlock": "7", "seccomp": 1, "uid": True, "off": {"x": ["y"]}}),
                          {"landlock": False, "seccomp": False, "namespaces": False, "uid": False, "off": {"x": "['y']"}})
