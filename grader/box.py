@@ -14,7 +14,7 @@ import stat
 import sys
 import threading
 
-from . import landlock, namespaces, seccomp
+from . import landlock, namespaces, seccomp, text
 
 ENV = "OUTBOX_KIT_BOX"  # the plan, as JSON, in the environment of the grader's children
 UNAVAILABLE = "OUTBOX_KIT_BOX_UNAVAILABLE"  # layers to treat as missing here (comma-separated): the fallbacks' tests
@@ -153,7 +153,8 @@ def shown(isolation):
     off = isolation.get("off")
     return {"landlock": number(isolation.get("landlock")), "seccomp": isolation.get("seccomp") is True,
             "namespaces": isolation.get("namespaces") is True, "uid": number(isolation.get("uid")),
-            "off": {str(k)[:40]: str(v)[:300] for k, v in sorted(off.items())[:10]} if isinstance(off, dict) else {}}
+            "off": {text.shown(k)[:40]: text.shown(v)[:300] for k, v in sorted(off.items(), key=str)[:10]}
+            if isinstance(off, dict) else {}}
 
 
 def unavailable():

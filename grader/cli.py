@@ -298,7 +298,7 @@ def grade(args):
     else:
         for line in report.class_table(graded, lang, seconds):
             print(line)
-        show_isolation(graded[0], lang)
+        show_isolation(graded[0], lang, stream=sys.stderr)  # once per class, beside the progress
         for one in graded if args.keep else ():
             print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
         for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
@@ -323,7 +323,7 @@ def show_result(result, args):
     sys.stdout.flush()
 
 
-def show_isolation(one, lang):
+def show_isolation(one, lang, stream=None):
     """The one line on the box the worker ran in (in a class: the first worker's, as every worker's is alike)."""
     isolation = one.grader.isolation()
     on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
@@ -331,7 +331,8 @@ def show_isolation(one, lang):
     off = [text(lang, "isolation.reason", layer=text(lang, "isolation.layer." + layer), reason=reason)
            for layer, reason in sorted(isolation["off"].items()) if "isolation.layer." + layer in MESSAGES["en"]]
     comma = text(lang, "isolation.comma")
-    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)),
+          file=stream or sys.stdout)
 
 
 def show_totals(one, args, seconds):
