@@ -20,6 +20,7 @@ ENV = "OUTBOX_KIT_BOX"  # the plan, as JSON, in the environment of the grader's 
 UNAVAILABLE = "OUTBOX_KIT_BOX_UNAVAILABLE"  # layers to treat as missing here (comma-separated): the fallbacks' tests
 LAYERS = ("landlock", "seccomp", "namespaces", "uid")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT_PACKAGES = ("outbox", "sink")
 NO_NETWORK_NAMESPACE = "send_http must reach the grader's servers on the host's loopback"
 UID_FIRST, UID_SPAN = 10 ** 7, 1000  # a worker's uid: UID_FIRST + the grader's pid * UID_SPAN + its number
 _uids = {"next": 0}
@@ -41,6 +42,10 @@ def plan(isolation, impl, tmp, shared_folder=False):
     """
     wanted = list(LAYERS) if isolation == "all" else []
     reads = [impl] if shared_folder else [os.path.dirname(impl)]
+    # A worker in a copy of the kit (examples/ of a checkout, as the reference is) reads that copy's packages.
+    beside = os.path.dirname(os.path.dirname(impl))
+    if all(os.path.isfile(os.path.join(beside, package, "__init__.py")) for package in KIT_PACKAGES):
+        reads += [os.path.join(beside, package) for package in KIT_PACKAGES]
     uid, uid_off = None, None
     if "uid" in wanted and hasattr(os, "geteuid") and os.geteuid() == 0:
         uid_off = unreadable([impl, ROOT, sys.prefix, os.path.realpath(sys.executable)])
@@ -88,7 +93,24 @@ def own(folder, box):
 
 
 def env(box):
-    return {ENV: json.dumps(box, separators=(",", ":"))}
+    """The environment that hands `box` to a child; with what an earlier worker's trial of the namespaces found."""
+    return {ENV: json.dumps(dict(box, tried=_tried.get("namespaces")), separators=(",", ":"))}
+
+
+_tried = {}  # in the grader: "namespaces" -> True, or the reason they are refused, as the first worker found
+
+
+def learn(isolation):
+    """Keep what the first worker's box found of the namespaces, so that later workers need not try them again.
+
+    Called with the first box line of each zygote, which it writes before the worker is imported.
+    """
+    if "namespaces" not in _tried and isinstance(isolation, dict):
+        if isolation.get("namespaces") is True:
+            _tried["namespaces"] = True
+        elif isinstance((isolation.get("off") or {}).get("namespaces"), str) and UNAVAILABLE not in str(
+                isolation["off"]["namespaces"]) and isolation["off"]["namespaces"] != "--isolation off":
+            _tried["namespaces"] = isolation["off"]["namespaces"]
 
 
 def probe():
@@ -176,7 +198,7 @@ def enter(text):
     "uid": uid or false, "off": {layer: reason}}. Without a plan (a child run
     by hand), nothing is applied.
     """
-    report = {"landlock": False, "seccomp": False, "namespaces": False, "uid": False, "off": {}}
+    report = {"landlock": False, "seccomp": False, "namespaces": False, "uid": False, "off": {}}  # audit: G70
     if not text:
         report["off"]["all"] = "no box asked for"
         return report
@@ -198,7 +220,8 @@ def enter(text):
             become(box["uid"])
             report["uid"] = box["uid"]
     if wanted("namespaces"):
-        reason = namespaces.trial()
+        tried = box.get("tried")
+        reason = namespaces.trial() if tried is None else None if tried is True else str(tried)
         if reason:
             off["namespaces"] = reason
         else:
@@ -247,7 +270,7 @@ def narrow(folder):
     And in the zygote's TMPDIR, where SQLite puts its temporary files: it
     reads TMPDIR once, when the zygote starts it.
     """
-    if ENTERED.get("landlock"):
+    if ENTERED.get("landlock"):  # audit: G70
         landlock.restrict(ENTERED["landlock"], [folder, ENTERED["tmp"], "/dev/null"], [], writes_only=True)
 
 

@@ -298,7 +298,6 @@ def grade(args):
     else:
         for line in report.class_table(graded, lang, seconds):
             print(line)
-        show_isolation(graded[0], lang, stream=sys.stderr)  # once per class, beside the progress
         for one in graded if args.keep else ():
             print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
         for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
@@ -323,16 +322,15 @@ def show_result(result, args):
     sys.stdout.flush()
 
 
-def show_isolation(one, lang, stream=None):
-    """The one line on the box the worker ran in (in a class: the first worker's, as every worker's is alike)."""
+def show_isolation(one, lang):
+    """The one line on the box the worker ran in (a class's is in each worker's JSON report)."""
     isolation = one.grader.isolation()
     on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
           for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
     off = [text(lang, "isolation.reason", layer=text(lang, "isolation.layer." + layer), reason=reason)
            for layer, reason in sorted(isolation["off"].items()) if "isolation.layer." + layer in MESSAGES["en"]]
     comma = text(lang, "isolation.comma")
-    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)),
-          file=stream or sys.stdout)
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
 
 
 def show_totals(one, args, seconds):

@@ -350,8 +350,11 @@ class Zygote:
         grader = self.grader
         ours, theirs = socket.socketpair()
         ready = threading.Event()
+        boxed = []
 
         def on_line(line):
+            if line.get("kind") == "box" and not boxed:
+                boxed.append(box.learn(line.get("isolation")))  # the first: written before the worker's import
             if line.get("kind") in ("ready", "verdict", "error", "limit"):
                 ready.set()
 
