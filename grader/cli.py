@@ -327,8 +327,8 @@ def show_isolation(one, lang):
     isolation = one.grader.isolation()
     on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
           for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
-    off = [text(lang, "isolation.reason", layer=text(lang, "isolation.layer." + layer), reason=reason)
-           for layer, reason in sorted(isolation["off"].items()) if "isolation.layer." + layer in MESSAGES["en"]]
+    off = [text(lang, "isolation.layer." + layer) for layer in sorted(isolation["off"])
+           if "isolation.layer." + layer in MESSAGES["en"]]
     comma = text(lang, "isolation.comma")
     print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
 
