@@ -47,7 +47,7 @@ JA = {
     "report.kept": "一時DBは {path} に残しています",
     "report.seconds": "採点時間: {seconds}秒",
     "report.isolation": "分離: {on}",
-    "report.isolation-off": "分離: {on}。働いていない層: {off}（理由は --json の isolation にあります）",
+    "report.isolation-off": "分離: {on}。働いていない層: {off}（理由は --json の `isolation` にあります）",
     "isolation.landlock": "Landlock によるファイルの制限（ABI {abi}）",
     "isolation.seccomp": "seccomp フィルター",
     "isolation.namespaces": "名前空間（ユーザー・PID・IPC・マウント）",
