@@ -20,7 +20,7 @@ ENV = "OUTBOX_KIT_BOX"  # the plan, as JSON, in the environment of the grader's 
 UNAVAILABLE = "OUTBOX_KIT_BOX_UNAVAILABLE"  # layers to treat as missing here (comma-separated): the fallbacks' tests
 LAYERS = ("landlock", "seccomp", "namespaces", "uid")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KIT_PACKAGES = ("outbox", "sink")
+KIT_FILES = (os.path.join("outbox", "__init__.py"), os.path.join("sink", "__init__.py"))
 NO_NETWORK_NAMESPACE = "send_http must reach the grader's servers on the host's loopback"
 UID_FIRST, UID_SPAN = 10 ** 7, 1000  # a worker's uid: UID_FIRST + the grader's pid * UID_SPAN + its number
 _uids = {"next": 0}
@@ -42,10 +42,12 @@ def plan(isolation, impl, tmp, shared_folder=False):
     """
     wanted = list(LAYERS) if isolation == "all" else []
     reads = [impl] if shared_folder else [os.path.dirname(impl)]
-    # A worker in a copy of the kit (examples/ of a checkout, as the reference is) reads that copy's packages.
+    # A worker in a copy of the kit (examples/ of a checkout, as the reference is) reads that copy: the folder
+    # whole, as Python lists it to find the packages (Landlock cannot allow a listing without what is under it).
     beside = os.path.dirname(os.path.dirname(impl))
-    if all(os.path.isfile(os.path.join(beside, package, "__init__.py")) for package in KIT_PACKAGES):
-        reads += [os.path.join(beside, package) for package in KIT_PACKAGES]
+    if os.path.basename(os.path.dirname(impl)) == "examples" and all(
+            os.path.isfile(os.path.join(beside, name)) for name in KIT_FILES):
+        reads.append(beside)
     uid, uid_off = None, None
     if "uid" in wanted and hasattr(os, "geteuid") and os.geteuid() == 0:
         uid_off = unreadable([impl, ROOT, sys.prefix, os.path.realpath(sys.executable)])
