@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 
-from . import common, contain
+from . import box, common, contain
 from .common import INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, describe, describe_value, expect, msg, read_only
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
@@ -1042,4 +1042,5 @@ def main(argv):
     # the grader goes away.
     args = parse_args(argv)
     needs = [name for name in args.needs.split(",") if name]
+    say("box", isolation=box.enter(os.environ.get(box.ENV)))  # audit: G70
     return conclude(lambda: ROLES[args.role](load_impl(args.impl, needs), args))
