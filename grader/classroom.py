@@ -157,10 +157,13 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
     `on_tick()` at least every TICK seconds.
     """
     graded, futures, order = [], {}, {}
+    folders = collections.Counter(os.path.dirname(worker.path) for worker in workers)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
     try:
         for worker in workers:
-            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
+            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
+                            isolation=getattr(options, "isolation", "all"),
+                            shared_folder=folders[os.path.dirname(worker.path)] > 1)
             grader.allow_kit_imports = getattr(options, "allow_kit_imports", False)
             one = Graded(worker, grader, checks)
             graded.append(one)

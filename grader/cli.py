@@ -15,11 +15,11 @@ import sys
 import time
 import traceback
 
-from . import __version__, contain, report
+from . import __version__, box, contain, report
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
-from .messages import LANGS, choose_lang, render, text
+from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
 from .text import shown
@@ -168,6 +168,7 @@ def parse_args(argv, lang):
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
     options.add_argument("--allow-kit-imports", action="store_true", help=t("cli.help.allow-kit-imports"))
+    options.add_argument("--isolation", choices=("all", "off"), default="all", help=t("cli.help.isolation"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
     options.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
@@ -323,6 +324,17 @@ def show_result(result, args):
     sys.stdout.flush()
 
 
+def show_isolation(one, lang):
+    """The one line on the box the worker ran in (a class's is in each worker's JSON report)."""
+    isolation = one.grader.isolation()
+    on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
+          for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
+    off = [text(lang, "isolation.layer." + layer) for layer in sorted(isolation["off"])
+           if "isolation.layer." + layer in MESSAGES["en"]]
+    comma = text(lang, "isolation.comma")
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
+
+
 def show_totals(one, args, seconds):
     lang = args.lang
     counts = one.counts()
@@ -331,6 +343,7 @@ def show_totals(one, args, seconds):
     print("")
     if args.keep:
         print(text(lang, "report.kept", path=one.grader.tmp))
+    show_isolation(one, lang)
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
     if counts["error"]:
         print(text(lang, "report.hint-debug"))

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from . import contain, drivers, remote
+from . import box, contain, drivers, remote
 from .capture import Capture, Lines, follow
 from .common import SNACK, Fail, expect, msg, read_only, wrong_class
 from .text import data
@@ -239,13 +239,14 @@ class Grader:
     HOME and TMPDIR inside it), under `limits` (default_limits(timeout)).
     """
 
-    def __init__(self, impl, timeout, keep, limits=None):
+    def __init__(self, impl, timeout, keep, limits=None, isolation="all", shared_folder=False):
         self.impl = impl
         self.allow_kit_imports = False  # --allow-kit-imports: the own-work check lets a worker use the kit
         self.timeout = timeout
         self.limits = limits or default_limits(timeout)
         self.protections_off = contain.protect_host()
         self.tmp = make_temp_dir()
+        self.box = box.plan(isolation, impl, self.tmp, shared_folder)  # the box its processes enter (box.py)
         self.keep = keep
         self.evidence = {}
         self.zygote = Zygote(self)
@@ -255,11 +256,18 @@ class Grader:
         if not self.keep:
             remove_tree(self.tmp)  # audit: G55
 
+    def isolation(self):
+        """The box the worker was imported in, as its zygote said before the import; else what it was to get."""
+        lines = self.zygote.child.lines.lines if self.zygote.child is not None else []
+        said = next((line for line in lines if line.get("kind") == "box"), None)
+        return box.shown(said["isolation"] if said else box.expected(self.box))
+
     def workdir(self, name):
         """The folder of check `name`: its DBs, and its steps' working directory, HOME and TMPDIR."""
         path = os.path.join(self.tmp, name)  # audit: G55
         for folder in (path, os.path.join(path, "home"), os.path.join(path, "tmp")):
             os.makedirs(folder, exist_ok=True)
+            box.own(folder, self.box)
         return path
 
     def env(self, **extra):
@@ -267,6 +275,7 @@ class Grader:
         env.pop("PYTHONPATH", None)
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ beside the worker
         env["MALLOC_ARENA_MAX"] = "2"  # glibc: fewer 64 MiB arenas reserved per thread under the address-space limit
+        env.update(box.env(self.box))
         env.update(extra)
         return env
 
@@ -380,8 +389,11 @@ class Zygote:
         grader = self.grader
         ours, theirs = socket.socketpair()
         ready = threading.Event()
+        boxed = []
 
         def on_line(line):
+            if line.get("kind") == "box" and not boxed:
+                boxed.append(box.learn(line.get("isolation")))  # the first: written before the worker's import
             if line.get("kind") in ("ready", "verdict", "error", "limit"):
                 ready.set()
 
@@ -404,7 +416,8 @@ class Zygote:
         deadline = time.monotonic() + grader.timeout
         while not ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
             pass
-        if ready.is_set() and self.child.lines.lines[0].get("kind") == "ready":
+        said = [line for line in self.child.lines.lines if line.get("kind") != "box"]
+        if ready.is_set() and said[:1] and said[0].get("kind") == "ready":
             self.threads.append(threading.Thread(target=self._listen, daemon=True))
             self.threads[-1].start()
             return "ready"

@@ -42,7 +42,8 @@ def worker_report(graded, debug=False):
             "errors": counts["error"], "seconds": round(graded.seconds, 3), "checks": checks,
             "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
             "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),  # audit: G61
-            "protections_off": list(grader.protections_off), "import_output": grader.zygote.output()}
+            "protections_off": list(grader.protections_off), "import_output": grader.zygote.output(),
+            "isolation": grader.isolation()}
 
 
 def class_report(graded, reports, seconds):

@@ -366,12 +366,15 @@ class SchemaValidatorTest(unittest.TestCase):
         report = {"schema": 1, "version": "2.0.0", "name": "w", "impl": "/w.py", "passed": 1, "failed": 0, "errors": 0,
                   "seconds": 1.0, "checks": [check], "evidence": {}, "kept": None, "protections_off": [],
                   "limits": {"memory_mib": 1024, "file_mib": 64, "cpu_seconds": 12},
-                  "import_output": {"printed": 0, "dropped": 0}}
+                  "import_output": {"printed": 0, "dropped": 0},
+                  "isolation": {"landlock": 7, "seccomp": True, "namespaces": False, "uid": False,
+                                "off": {"namespaces": "refused"}}}
         self.assertEqual(errors(report, SCHEMA), [])
         broken = (
             (dict(report, passed=-1), "$.passed"),
             (dict(report, schema=2), "$.schema"),
             (dict(report, extra=True), "$.extra: not allowed"),
+            (dict(report, isolation=dict(report["isolation"], landlock="7")), "$.isolation.landlock"),
             (dict(report, checks=[dict(check, status="skipped")]), "$.checks[0].status"),
             (dict(report, checks=[dict(check, ok="yes")]), "$.checks[0].ok"),
             ({k: v for k, v in report.items() if k != "limits"}, "'limits' is missing"),

@@ -52,6 +52,8 @@ IDENTIFIERS = set(NAMES) | {
     # SQL and SQLite words, protocol and product names, as Japanese technical writing keeps them
     "BEGIN", "IMMEDIATE", "COMMIT", "WAL", "wal", "FULL", "EXTRA", "SQLite", "Python", "ACK", "DB", "ID", "HTTP", "JSON",
     "URL", "OS",
+    # the kernel's names for the layers of the box each worker runs in
+    "Landlock", "seccomp", "ABI", "PID", "IPC", "uid",
     "loopback", "localhost", "synchronous",
     # the lab's own words for what it leaves out (claim・lease・fencing), and a page's title (「Atomic Commit」)
     "claim", "lease", "fencing", "Atomic", "Commit",

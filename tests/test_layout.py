@@ -104,6 +104,9 @@ TESTED_ELSEWHERE = {
     "grader/parent.py": (("test_grade", "test_grader_contain"), "the parent's machinery, under every check"),
     "grader/scenarios.py": (("test_grade", "test_grade_mutants_1"), "the multi-process checks, run on the kit "
                             "and on each mutant"),
+    "grader/landlock.py": (("test_grader_box",), "one layer of the box, shown working from inside a boxed process"),
+    "grader/seccomp.py": (("test_grader_box",), "one layer of the box, shown working from inside a boxed process"),
+    "grader/namespaces.py": (("test_grader_box",), "one layer of the box, shown working from inside a boxed process"),
     "grader/report.py": (("test_grader_classroom",), "every file of --report DIR, read the way its consumer "
                          "reads it"),
     "grader/quiz_questions.py": (("test_grader_quiz", "test_grader_messages_ja"), "the quiz's questions, data"),
