@@ -43,6 +43,19 @@ PATCHER = textwrap.dedent('''
 ''')
 
 
+def class_reports(test, reports):
+    """{worker name: its JSON report} from --report DIR, once `test` has seen every class-wide file written."""
+    for name in ("class.csv", "index.html", "junit.xml"):
+        test.assertTrue(os.path.exists(os.path.join(reports, name)), name)
+    found = {}
+    for name in os.listdir(reports):
+        if name.endswith(".json"):
+            with open(os.path.join(reports, name), encoding="utf-8") as f:
+                report = json.load(f)
+            found[report["name"]] = report
+    return found
+
+
 class HostileClassTest(TempDirTestCase):
     def test_attacks_pass_no_check_they_did_not_earn_and_every_report_is_written(self):
         folder = self.path("class")
@@ -58,14 +71,8 @@ class HostileClassTest(TempDirTestCase):
                                  "--timeout", "5", *[a for c in checks for a in ("-k", c)])
         self.assertEqual(status, 1, err)
         self.assertNotIn("Traceback", err)
-        for name in ("class.csv", "index.html", "junit.xml"):
-            self.assertTrue(os.path.exists(os.path.join(reports, name)), name)
-        results = {}
-        for name in os.listdir(reports):
-            if name.endswith(".json"):
-                with open(os.path.join(reports, name), encoding="utf-8") as f:
-                    report = json.load(f)
-                results[name[:-5]] = {c["name"]: c["status"] for c in report["checks"]}
+        results = {name: {c["name"]: c["status"] for c in report["checks"]}
+                   for name, report in class_reports(self, reports).items()}
         self.assertEqual(results["worker_reference"], dict.fromkeys(checks, "pass"))
         self.assertEqual(results["worker_stub"], {"seq-order": "fail", "exact-ack": "fail", "own-work": "pass"})
         for attack in ("lazy", "forger", "patcher"):

@@ -16,6 +16,7 @@ import textwrap
 
 from tests.support import ROOT, TempDirTestCase, python_env
 from tests.grade_mutants import grade
+from tests.test_judge_hostile import class_reports
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
@@ -88,14 +89,7 @@ class OddValuesClassTest(TempDirTestCase):
         self.assertEqual(status, 1, err)
         self.assertNotIn("Traceback", err)
         self.assertEqual(os.listdir(tmp), [])  # every temporary folder removed, the deep tree's too
-        for name in ("class.csv", "index.html", "junit.xml"):
-            self.assertTrue(os.path.exists(os.path.join(reports, name)), name)
-        by_name = {}
-        for file in os.listdir(reports):
-            if file.endswith(".json"):
-                with open(os.path.join(reports, file), encoding="utf-8") as f:
-                    report = json.load(f)
-                by_name[report["name"]] = report
+        by_name = class_reports(self, reports)
         self.assertEqual(sorted(by_name), sorted(["worker_reference", "worker_stub", "bytes_outcome",
                                                   "odd_exceptions", "deep_tree"] + list(NAMES)))
         verdicts = {name: {c["name"]: c["status"] for c in r["checks"]} for name, r in by_name.items()}
