@@ -110,6 +110,16 @@ def _accept_or_create(con, path, *, application_id, version, schema, kind, durab
             raise WrongDatabase("%r was created as another kind of DB while %s opened it" % (path, kind))
 
 
+def synchronous(con):
+    """The connection's ``PRAGMA synchronous`` setting, an int (2 = FULL, 1 = NORMAL, 0 = OFF)."""
+    return con.execute("PRAGMA synchronous").fetchone()[0]
+
+
+def set_synchronous(con, level):
+    """Set ``PRAGMA synchronous`` to the int `level` (a value `synchronous` returned)."""
+    con.execute("PRAGMA synchronous = %d" % level)  # audit: G15
+
+
 @contextlib.contextmanager
 def transaction(con):
     """``BEGIN IMMEDIATE`` ... ``COMMIT``; ``ROLLBACK`` and re-raise on any exception.
