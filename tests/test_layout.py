@@ -72,8 +72,8 @@ TESTED_ELSEWHERE = {
     "outbox/ops/__init__.py": (("test_layout",), "the operator folder's charter, a docstring"),
     "outbox/export/__init__.py": (("test_layout",), "the exporters' folder's charter, a docstring"),
     "outbox/cli/__init__.py": (("test_outbox_cli",), "the command line folder's charter, a docstring"),
-    "outbox/cli/opargs.py": (("test_outbox_cli_args", "test_outbox_cli_ops", "test_outbox_cli_relay"), "two argument types, used by "
-                             "the operator's and the relay's commands and tested through them"),
+    "outbox/cli/opargs.py": (("test_outbox_cli_args", "test_outbox_cli_ops", "test_outbox_cli_relay"),
+                             "two argument types, tested through the commands that use them"),
     "sink/core/__init__.py": (("test_layout",), "the sink's kernel folder's charter, a docstring"),
     "outbox/core/errors.py": (("test_outbox_store", "test_outbox_sender", "test_outbox_failures"),
                               "the exception classes, asserted where each is raised"),
