@@ -47,7 +47,7 @@ from outbox.core.errors import Conflict, InvalidEvent
 from outbox.core.event import loads_strict, validate_event
 
 from . import framing, metrics, views
-from .core import inbox
+from .core import ack, inbox
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -71,7 +71,7 @@ ACCEPTS_PER_WAKE = 64
 RESUME_AFTER = 0.1  # seconds the listener rests when accept fails with no connection to close
 STOP_GRACE = 0.5  # seconds stop() waits past the request timeout before it abandons what still runs
 RECV_SIZE = 65536
-RESULTS = (inbox.APPLIED, inbox.DUPLICATE)
+RESULTS = ack.RESULTS
 SERVER_NAME = "outbox-kit-sink/1"
 PROTOCOL = "HTTP/1.0"
 # The interim answer to `Expect: 100-continue` (an HTTP/1.1 client's, see
@@ -160,7 +160,7 @@ def make_server(
         listener,
         store=store,
         receive=receive,
-        held_digest=views.held_digest if own_store else None,
+        held_digest=ack.held_digest if own_store else None,
         timeout=float(timeout),
         max_connections=max_connections,
         log=log,
@@ -625,25 +625,18 @@ class SinkServer:
     def _post_event(self, body):
         event = _parse_event(body)
         try:
-            result, held = self._store.call(self._receive_once, event)
+            return self._store.call(self._receive_once, event)  # the ACK, made after the receipt  # audit: G26
         except (WithholdAnswer, Refused, StoreGone):
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
-        ack = {"ack": True, "id": event["id"], "result": result}  # audit: G26
-        if held is not None:
-            ack["digest"] = held
-        return ack
 
     def _receive_once(self, con, event):
-        """On the store thread: receive, check its result, then read the digest of what the store holds."""
-        result = self.receive(con, event)
-        if not isinstance(result, str) or result not in RESULTS:  # audit: G26
-            raise Refused(
-                "internal", "internal error: receive returned %r, not one of %s" % (result, ", ".join(RESULTS))
-            )
-        held = self._held_digest(con, event["id"]) if self._held_digest is not None else None
-        return result, held
+        """On the store thread: sink.core.ack.acknowledge, the receipt and then its ACK."""
+        try:
+            return ack.acknowledge(con, self.receive, event, digest_of=self._held_digest)
+        except ack.BadResult as exc:
+            raise Refused("internal", "internal error: %s" % exc) from None
 
     def _refusal_for(self, exc, event_id):
         # By class name too, so a foreign store with its own Conflict maps the same way.

@@ -20,8 +20,8 @@ PACKAGES = ("outbox", "sink")
 # read-only look at a sink DB (evidence), through the tables the contract names; sink/core/inbox.py: the sink DB's
 # schema and its one writer; sink/views.py: the sink DB read for people (show, status, /metrics).
 SQL_MODULES = ("outbox/core/db.py", "outbox/core/readonly.py", "outbox/core/upgrade.py", "outbox/core/store.py",
-               "outbox/core/history.py", "outbox/ops/attempts.py", "outbox/ops/operations.py", "outbox/ops/sinklook.py",
-               "sink/core/inbox.py", "sink/views.py")
+               "outbox/core/history.py", "outbox/batch.py", "outbox/ops/attempts.py", "outbox/ops/operations.py", "outbox/ops/sinklook.py",
+               "sink/core/inbox.py", "sink/core/ack.py", "sink/views.py")
 # The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
 # order, stopping at the first failure; the sink applies each id once": every file of the kernel folders, with
 # what init_store runs before db.open_db (history.py, the history tables' schema alone; upgrade.py, which looks
