@@ -48,7 +48,7 @@ from outbox.core.event import loads_strict, validate_event
 
 from . import framing, metrics, views
 from .core import ack, inbox
-from .storethread import StoreGone, StoreThread, describe
+from .storethread import StoreGone, StoreThread, exception_line
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
 
@@ -59,7 +59,7 @@ METRICS_PATH = "/metrics"
 # branch in SinkServer.respond: the 404 text and `python -m sink serve --help`
 # name the routes from this table.
 ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audit: G28
-ROUTES_TEXT = framing.describe(ALLOWED)  # "POST /events, GET /health and GET /metrics"
+ROUTES_TEXT = framing.routes_text(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
 LISTEN_BACKLOG = 128
@@ -538,7 +538,7 @@ class SinkServer:
 
     def _fail(self, thread, exc):
         """Log that `thread` died of `exc`, with its traceback; then record it (the first death is `failure`)."""
-        died = ThreadDied("the %s thread died: %s" % (thread, describe(exc)))
+        died = ThreadDied("the %s thread died: %s" % (thread, exception_line(exc)))
         died.__cause__ = exc
         died.thread = thread
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
