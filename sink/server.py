@@ -3,8 +3,8 @@
 Owns the listening socket, every client connection until it is closed, and,
 through sink.storethread, the one store connection. It never parses HTTP (a framing.Reader per
 connection does), never runs SQL of its own and never decides an outcome: it
-moves bytes into each Reader, validates the event, calls `receive` once, and
-reports what `receive` said. It knows no fault by name: a wrapper that wants
+moves bytes into each Reader, validates the event, and hands it to
+sink.core.ack, which calls `receive` once and makes the ACK from its result. It knows no fault by name: a wrapper that wants
 the answer withheld raises WithholdAnswer.
 
 Three kinds of thread, each with one job:
@@ -147,7 +147,7 @@ def make_server(
     open_store = init_sink if init_sink is not None else functools.partial(inbox.init_sink, durability=durability)
     receive = receive if receive is not None else inbox.receive
     if fault is not None:  # audit: G35
-        from . import faults  # only here: a server without a fault never loads the fault code
+        from . import faults  # only here: sink.server needs it only for a fault (python -m sink loads it for --fault)
 
         receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
     listener = _listen(host, port)

@@ -69,8 +69,11 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
 def look(con, path, *, application_id, version, kind):
     """True if the file is new (no schema, no stamp); None if it is ours; else WrongDatabase.
 
-    Only reads: nothing may write until the file is known to be ours or known
-    to be empty. Even a WAL switch on a foreign file would change it.
+    A file SQLite cannot read at all (no permission, locked past the busy
+    timeout) raises OutboxError instead, naming the access a writer needs: it
+    says nothing about what the file is. Only reads: nothing may write until
+    the file is known to be ours or known to be empty. Even a WAL switch on a
+    foreign file would change it.
     """
     try:
         found_app = con.execute("PRAGMA application_id").fetchone()[0]
