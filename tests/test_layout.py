@@ -502,6 +502,26 @@ class TestsByBehaviourTest(unittest.TestCase):
                 found.extend("%s:%d" % (relpath, line) for line in clock_assertions(parse(relpath)))
         self.assertEqual(found, [], "wait on a condition, or move the bound to a *_slow module")
 
+    def test_socket_functions_are_patched_only_where_contributing_says_and_sqlite3_never(self):
+        """Issue 22: CONTRIBUTING.md's "Tests" lists each patch of the socket module; this keeps that list true."""
+        patch = re.compile(r"""mock\.patch(?:\.object)?\(\s*(?:["'](socket|sqlite3)\.([\w.]+)["']|(socket|sqlite3)"""
+                           r"""(?:\.\w+)*,\s*["'](\w+)["'])""")
+        found = set()
+        for path in sorted(glob.glob(os.path.join(ROOT, "tests", "**", "*.py"), recursive=True)):
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for match in patch.finditer(text):
+                module, name = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+                found.add((os.path.relpath(path, ROOT).replace(os.sep, "/"), module, name))
+        self.assertEqual(found, {("tests/test_outbox_sender.py", "socket", "getaddrinfo"),
+                                 ("tests/test_outbox_sender.py", "socket", "create_connection"),
+                                 ("tests/test_outbox_sender.py", "socket", "connect"),
+                                 ("tests/test_sink_server.py", "socket", "getfqdn")})
+        with open(os.path.join(ROOT, "CONTRIBUTING.md"), encoding="utf-8") as f:
+            contributing = f.read()
+        for name in ("no_network", "getaddrinfo", "create_connection", "socket.connect", "socket.getfqdn"):
+            self.assertIn(name, contributing)
+
     def test_no_unused_imports_in_the_tests(self):
         found = ["%s:%d %s" % (relpath, line, name) for relpath in source_files("tests")
                  for line, name in unused_imports(parse(relpath))]
