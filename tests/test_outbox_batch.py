@@ -3,14 +3,7 @@ import sqlite3
 import unittest
 
 from outbox import Conflict, InvalidEvent, init_store, intake, intake_many, pending
-from tests.support import TempDirTestCase, ev
-
-
-def snapshot(con):
-    return (
-        con.execute("SELECT * FROM orders ORDER BY id").fetchall(),
-        con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
-    )
+from tests.support import TempDirTestCase, ev, source_rows
 
 
 class IntakeManyTest(TempDirTestCase):
@@ -59,7 +52,7 @@ class IntakeManyTest(TempDirTestCase):
 
     def test_an_empty_batch_writes_nothing(self):
         self.assertEqual(intake_many(self.con, []), [])
-        self.assertEqual(snapshot(self.con), ([], []))
+        self.assertEqual(source_rows(self.con), ([], []))
 
     def test_arguments_are_not_modified(self):
         batch = [{"id": "a", "sku": "snack", "qty": 2}]
@@ -68,7 +61,7 @@ class IntakeManyTest(TempDirTestCase):
 
     def test_invalid_event_names_its_index_and_field_and_nothing_is_written(self):
         intake(self.con, ev("old"))
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         cases = [
             ([ev("a"), ev("b"), ev("c", qty=0)], "event 2", "qty"),
             ([ev("a"), ev("b", qty=True)], "event 1", "qty"),
@@ -83,34 +76,34 @@ class IntakeManyTest(TempDirTestCase):
                     intake_many(self.con, batch)
                 self.assertIn(index, str(ctx.exception))
                 self.assertIn(field, str(ctx.exception))
-                self.assertEqual(snapshot(self.con), before)
+                self.assertEqual(source_rows(self.con), before)
                 self.assertFalse(self.con.in_transaction)
 
     def test_identical_repeat_of_an_earlier_intake_returns_its_seq_and_writes_it_once(self):
         old = intake(self.con, ev("old", qty=4))
-        before_old = snapshot(self.con)[1][0]
+        before_old = source_rows(self.con)[1][0]
         seqs = intake_many(self.con, [ev("new1"), {"qty": 4, "id": "old", "sku": "snack"}, ev("new2")])
         self.assertEqual(seqs[1], old)
         self.assertGreater(seqs[0], old)
         self.assertGreater(seqs[2], seqs[0])
-        self.assertEqual(snapshot(self.con)[1][0], before_old)  # the old row untouched
+        self.assertEqual(source_rows(self.con)[1][0], before_old)  # the old row untouched
         self.assertEqual(self.seqs_by_id(), {"old": old, "new1": seqs[0], "new2": seqs[2]})
         self.assertEqual([e["id"] for e in pending(self.con)], ["old", "new1", "new2"])
 
     def test_repeating_a_whole_batch_returns_the_same_seqs_and_writes_nothing(self):
         batch = [ev("a"), ev("b"), ev("c")]
         seqs = intake_many(self.con, batch)
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         self.assertEqual(intake_many(self.con, batch), seqs)
-        self.assertEqual(snapshot(self.con), before)
+        self.assertEqual(source_rows(self.con), before)
 
     def test_conflict_with_an_earlier_intake_writes_nothing_of_the_batch(self):
         intake(self.con, ev("old", qty=4))
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         with self.assertRaises(Conflict) as ctx:
             intake_many(self.con, [ev("new1"), ev("old", qty=5), ev("new2")])
         self.assertIn("'old'", str(ctx.exception))
-        self.assertEqual(snapshot(self.con), before)
+        self.assertEqual(source_rows(self.con), before)
         self.assertFalse(self.con.in_transaction)
 
     def test_identical_repeat_within_the_batch_gets_the_same_seq(self):
@@ -124,11 +117,11 @@ class IntakeManyTest(TempDirTestCase):
             intake_many(self.con, [ev("a"), ev("b"), ev("a", qty=2)])
         self.assertIn("'a'", str(ctx.exception))
         self.assertIn("event 2", str(ctx.exception))
-        self.assertEqual(snapshot(self.con), ([], []))
+        self.assertEqual(source_rows(self.con), ([], []))
 
     def test_a_database_failure_half_way_writes_nothing(self):
         intake(self.con, ev("old"))
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         # A real SQLite failure on the outbox insert of one event, after the order rows went in.
         self.con.execute(
             "CREATE TEMP TRIGGER fail_outbox BEFORE INSERT ON main.outbox WHEN NEW.event_id = 'b' "
@@ -141,7 +134,7 @@ class IntakeManyTest(TempDirTestCase):
                     intake_many(self.con, batch)
                 self.assertIn("forced failure", str(ctx.exception))
                 self.assertFalse(self.con.in_transaction)
-                self.assertEqual(snapshot(self.con), before)
+                self.assertEqual(source_rows(self.con), before)
 
     def test_seqs_are_right_after_the_top_rows_were_deleted(self):
         # A retention job may delete old sent rows, the newest included; seq

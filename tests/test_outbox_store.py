@@ -11,14 +11,7 @@ from outbox import Conflict, InvalidEvent, WrongDatabase, init_store, intake, ma
 from outbox.ops.operations import open_store_readonly, quarantine
 from outbox.core.store import PENDING_SQL
 from sink import init_sink
-from tests.support import TempDirTestCase, ev
-
-
-def snapshot(con):
-    return (
-        con.execute("SELECT * FROM orders ORDER BY id").fetchall(),
-        con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
-    )
+from tests.support import TempDirTestCase, ev, source_rows
 
 
 class InitStoreTest(TempDirTestCase):
@@ -94,7 +87,7 @@ class IntakeTest(TempDirTestCase):
 
     def test_writes_order_and_unsent_outbox_row(self):
         seq = intake(self.con, {"qty": 7, "sku": "snack", "id": "snack-7"})
-        orders, outbox_rows = snapshot(self.con)
+        orders, outbox_rows = source_rows(self.con)
         self.assertEqual([o[:3] for o in orders], [("snack-7", "snack", 7)])
         self.assertEqual(len(outbox_rows), 1)
         row = self.con.execute("SELECT seq, event_id, sent FROM outbox").fetchone()
@@ -103,23 +96,23 @@ class IntakeTest(TempDirTestCase):
 
     def test_same_event_again_returns_the_seq_and_writes_nothing(self):
         seq = intake(self.con, ev("a", qty=2))
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         self.assertEqual(intake(self.con, {"qty": 2, "id": "a", "sku": "snack"}), seq)
-        self.assertEqual(snapshot(self.con), before)
+        self.assertEqual(source_rows(self.con), before)
 
     def test_same_id_different_event_is_a_conflict_and_writes_nothing(self):
         intake(self.con, ev("a", qty=2))
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         with self.assertRaises(Conflict) as ctx:
             intake(self.con, ev("a", qty=3))
         self.assertIn("'a'", str(ctx.exception))
-        self.assertEqual(snapshot(self.con), before)
+        self.assertEqual(source_rows(self.con), before)
         self.assertFalse(self.con.in_transaction)
 
     def test_invalid_event_writes_nothing(self):
         with self.assertRaises(InvalidEvent):
             intake(self.con, ev("a", qty=0))
-        self.assertEqual(snapshot(self.con), ([], []))
+        self.assertEqual(source_rows(self.con), ([], []))
 
     def test_failure_after_the_order_insert_leaves_no_order_row(self):
         # A real SQLite failure, forced between the two inserts of one intake.
@@ -130,7 +123,7 @@ class IntakeTest(TempDirTestCase):
         with self.assertRaises(sqlite3.IntegrityError):
             intake(self.con, ev("a"))
         self.assertFalse(self.con.in_transaction)
-        self.assertEqual(snapshot(self.con), ([], []))
+        self.assertEqual(source_rows(self.con), ([], []))
         self.con.execute("DROP TRIGGER fail_outbox")
         intake(self.con, ev("a"))
         self.assertEqual(pending(self.con), [ev("a")])
@@ -180,13 +173,13 @@ class PendingTest(TempDirTestCase):
         watcher = sqlite3.connect(self.db_path, isolation_level=None)
         self.addCleanup(watcher.close)
         version = watcher.execute("PRAGMA data_version").fetchone()[0]
-        before = snapshot(watcher)
+        before = source_rows(watcher)
         first = pending(self.con)
         first[0]["id"] = "rewritten"  # the caller's copy, not the store
         self.assertEqual(pending(self.con), [ev("a"), ev("b")])
         self.assertFalse(self.con.in_transaction)
         self.assertEqual(watcher.execute("PRAGMA data_version").fetchone()[0], version)
-        self.assertEqual(snapshot(watcher), before)
+        self.assertEqual(source_rows(watcher), before)
 
     def test_pending_query_uses_the_partial_index(self):
         plan = " ".join(str(row[-1]) for row in self.con.execute("EXPLAIN QUERY PLAN " + PENDING_SQL, (16,)))
@@ -219,10 +212,10 @@ class MarkSentTest(TempDirTestCase):
         self.assertIs(mark_sent(self.con, "a"), False)
 
     def test_unknown_id_raises_key_error_and_changes_nothing(self):
-        before = snapshot(self.con)
+        before = source_rows(self.con)
         with self.assertRaises(KeyError):
             mark_sent(self.con, "nope")
-        self.assertEqual(snapshot(self.con), before)
+        self.assertEqual(source_rows(self.con), before)
         self.assertFalse(self.con.in_transaction)
 
     def test_it_writes_that_row_and_nothing_else_even_past_a_quarantine(self):
