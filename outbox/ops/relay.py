@@ -139,6 +139,8 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
                 # (that item stays pending: sent again, a duplicate the inbox absorbs) or in an attempt record.
                 tally.sent += batch["marked"]
                 failed_rounds = 1 if batch["acked"] else failed_rounds + 1
+                if batch["acked"]:
+                    outage.answered()  # the sink ACKed: whatever the DB did, it answers
                 busy.locked(exc)
                 progress.maybe(tally)
                 on_round(tally)
