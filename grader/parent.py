@@ -669,6 +669,39 @@ class FakeSink:
         self.server.server_close()
 
 
+class AnswerSink(FakeSink):
+    """A FakeSink that writes, for each event id of `answers`, those exact bytes, then closes the connection.
+
+    `answers` maps an event id to the raw HTTP response for it (grader.corpus.acks.raw_answer); an id it
+    does not know gets a 502. The ACK corpus uses it: one server for every case, told apart by the id.
+    """
+
+    def __init__(self, answers):
+        owner = self
+        self.hits = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                owner.hits.append((self.command, self.path))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(min(length, 65536)) if length > 0 else b""
+                try:
+                    event_id = json.loads(body.decode("utf-8")).get("id")
+                except (ValueError, AttributeError):
+                    event_id = None
+                self.close_connection = True
+                self.wfile.write(answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
+
+            do_GET = do_PUT = do_HEAD = do_CONNECT = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+
 TRICKLE_INTERVAL = 0.2  # seconds between two bytes of the trickled answer
 
 
