@@ -153,7 +153,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
     try:
         for worker in workers:
-            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
+            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits, seed=options.seed)
             one = Graded(worker, grader, checks)
             graded.append(one)
             error = compile_error(worker.path)  # audit: G59, G60

@@ -19,6 +19,7 @@ from . import __version__, contain, report
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
+from .corpus import DEFAULT_SEED
 from .messages import LANGS, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
@@ -162,6 +163,7 @@ def parse_args(argv, lang):
     options.add_argument("--json", action="store_true", help=t("cli.help.json"))
     options.add_argument("--report", metavar="DIR", help=t("cli.help.report"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
+    options.add_argument("--seed", type=int, default=DEFAULT_SEED, help=t("cli.help.seed"))
     options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
@@ -330,6 +332,7 @@ def show_totals(one, args, seconds):
     if args.keep:
         print(text(lang, "report.kept", path=one.grader.tmp))
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
+    print(text(lang, "report.seed", seed=one.grader.seed))
     if counts["error"]:
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))

@@ -23,6 +23,7 @@ import time
 from . import contain
 from .capture import Capture, Lines, follow
 from .common import SNACK, Fail, expect, msg, read_only, wrong_class
+from .corpus import DEFAULT_SEED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(ROOT, "grade.py")
@@ -233,8 +234,9 @@ class Grader:
     HOME and TMPDIR inside it), under `limits` (default_limits(timeout)).
     """
 
-    def __init__(self, impl, timeout, keep, limits=None):
+    def __init__(self, impl, timeout, keep, limits=None, seed=DEFAULT_SEED):
         self.impl = impl
+        self.seed = seed  # of every corpus: each step gets it, the report shows it
         self.timeout = timeout
         self.limits = limits or default_limits(timeout)
         self.protections_off = contain.protect_host()
@@ -264,7 +266,7 @@ class Grader:
         return env
 
     def args(self, role, needs, *args):
-        return [role, "--impl", self.impl, "--needs", ",".join(needs)] + list(args)
+        return [role, "--impl", self.impl, "--needs", ",".join(needs), "--seed", str(self.seed)] + list(args)
 
     def for_check(self, check):
         """What one check's scenario uses: this grader, with the worker functions that check needs."""
@@ -537,6 +539,7 @@ class CheckContext:
     def __init__(self, grader, name, needs):
         self.grader, self.name, self.needs = grader, name, needs
         self.timeout = grader.timeout
+        self.seed = grader.seed
         self.output = {"printed": 0, "dropped": 0}  # what the worker printed in this check's steps, in all
 
     def workdir(self):

@@ -39,7 +39,7 @@ def worker_report(graded, debug=False):
     return {"version": __version__, "impl": graded.worker.path, "passed": counts["pass"], "failed": counts["fail"],
             "errors": counts["error"], "seconds": round(graded.seconds, 3), "checks": checks,
             "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
-            "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),  # audit: G61
+            "schema": SCHEMA, "name": graded.worker.name, "seed": grader.seed, "limits": dict(grader.limits._asdict()),  # audit: G61
             "protections_off": list(grader.protections_off), "import_output": grader.zygote.output()}
 
 

@@ -12,8 +12,10 @@ import os
 import urllib.parse
 
 from .common import INTAKE_CRASH, PUBLISHER_CRASH, SINK_CRASH, SNACK, Fail, describe, expect, msg, wrong_class
+from .corpus import acks as ack_corpus
+from .corpus import checks as corpus_checks
 from .parent import (
-    FakeSink, TrickleSink, ack_body, acks, delivery_error, need_ok, observe_sink, observe_source, payload_event,
+    AnswerSink, FakeSink, TrickleSink, ack_body, acks, delivery_error, need_ok, observe_sink, observe_source, payload_event,
 )
 
 
@@ -114,13 +116,19 @@ def scenario_untrusted_ack(g):
         cases.append(("redirect", lambda event_id: (302, [("Location", trap.url())], b"")))
         fakes = [(name, stack.enter_context(FakeSink(answer))) for name, answer in cases]
         acks = [(name, stack.enter_context(FakeSink(answer)), verified) for name, answer, verified in ACK_CASES]
-        # Each publisher has a source DB of its own, and the sender only its fake sinks: all run side by side.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(fakes) + 1) as pool:
+        # The ACK corpus: one sink that answers each case's event id with that case's bytes.
+        corpus = ack_corpus.cases(g.seed)
+        answering = stack.enter_context(AnswerSink({c.args[0]["id"]: ack_corpus.raw_answer(c.extra) for c in corpus}))
+        # Each publisher has a source DB of its own, and the senders only their fake sinks: all run side by side.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(fakes) + 2) as pool:
             sent = pool.submit(g.run, who("sender"), "send", "--send-timeout", "2",
                                "--urls", json.dumps([fake.url() for _, fake, _ in acks]))
+            answered = pool.submit(g.run, who("sender"), "send", "--corpus", "acks", "--url", answering.url())
             runs = [pool.submit(untrusted_publisher, g, work, name, fake) for name, fake in fakes]
             reasons = dict(run.result() for run in runs)
             judge_acks(sent.result(), acks)
+            outcomes = {line["n"]: line["outcome"] for line in answered.result().all("outcome")}
+            corpus_checks.judge_acks(outcomes, g.seed)
         expect(not trap.hits, msg("untrusted.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
     return msg("untrusted-ack.passed"), msg("untrusted.observed", **reasons)
 

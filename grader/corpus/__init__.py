@@ -95,12 +95,15 @@ def got_message(got):
     return msg("corpus.raised", error=got["error"])
 
 
-def failure(function, rule, case, total, seed, shown_input, expected, got):
+def where(function, case, total, seed, rule):
+    """The expected half of a corpus failure: the function at fault, the case's place, class and seed, the rule."""
+    return msg("corpus.case", function=function, n=case.n, total=total, cls=case.cls, seed=seed, rule=rule)
+
+
+def failure(function, case, total, seed, rule, got):
     """(expected, observed) messages for the first case where the worker's outcome is not the rule's.
 
-    The function at fault and the rule first, then the case (its input quoted, its class, its place, the
-    seed), then both outcomes. `rule` is a message; `shown_input` the input as the report quotes it.
+    The function at fault and the rule first (`rule`, a message that quotes the input and what the rule
+    gives), then the case (its place, its class, the seed), then what the worker did.
     """
-    return (msg("corpus.expected", function=function, rule=rule, input=shown_input, want=want_message(expected),
-                n=case.n, total=total, cls=case.cls, seed=seed),
-            msg("corpus.observed", got=got_message(got)))
+    return where(function, case, total, seed, rule), got_message(got)
