@@ -7,11 +7,13 @@ imports the parent side (parent.py, scenarios.py). contain.py has already set
 the limits when main() runs.
 """
 import argparse
+import contextlib
 import copy
 import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -344,15 +346,10 @@ def ids(events):
 @in_process
 def check_seq_order(impl, db):
     con = connect(impl, "init_store", db)
-    real_time, real_time_ns = time.time, time.time_ns
-    clock = [1700000000.9, 1700000000.9, 1699999990.0]  # z and a in one second, then the clock steps back
-    try:
-        for event_id in ("z", "a", "m"):
-            now = clock.pop(0)
-            time.time, time.time_ns = (lambda now=now: now), (lambda now=now: int(now * 1e9))
+    # z and a in one second, then every clock steps back: the wall clock, and those a worker might read instead.
+    for event_id, now in (("z", 1700000000.9), ("a", 1700000000.9), ("m", 1699999990.0)):
+        with stopped_clocks(now):
             impl.intake(con, {"id": event_id, "sku": "seq", "qty": 1})
-    finally:
-        time.time, time.time_ns = real_time, real_time_ns
     watcher = read_only(db)
     try:
         before = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
@@ -377,19 +374,42 @@ def check_seq_order(impl, db):
     # A seq is never reused: with the row of the highest seq gone (as a purge would delete a sent
     # row), the next intake still gets a higher seq than any the file ever gave.
     top = delete_top_row(db)
-    impl.intake(con, {"id": "n", "sku": "seq", "qty": 1})
+    returned = impl.intake(con, {"id": "n", "sku": "seq", "qty": 1})
     seq = seq_of(db, "n")
     expect(isinstance(seq, int) and seq > top, msg("seq.never-reused", top=top), msg("seq.reused", seq=repr(seq)))
+    # With rows gone, a count or another table's rowid is no longer the seq: intake returns the outbox row's own.
+    expect(type(returned) is int and returned == seq, msg("seq.returned-after-delete", seq=seq),
+           msg("idem.returned", value=describe_value(returned)))
     return msg("seq-order.passed"), msg("as-expected")
 
 
+CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns")
+
+
+@contextlib.contextmanager
+def stopped_clocks(now):
+    """Every clock of the time module a worker might read reads `now` (seconds) while the block runs."""
+    real = {name: getattr(time, name) for name in CLOCKS}
+    for name in CLOCKS:
+        setattr(time, name, (lambda now=now: int(now * 1e9)) if name.endswith("_ns") else (lambda now=now: now))
+    try:
+        yield
+    finally:
+        for name, clock in real.items():
+            setattr(time, name, clock)
+
+
 def delete_top_row(db):
-    """With the grader's own connection, delete the outbox row with the highest seq; return that seq."""
+    """With the grader's own connection, delete the outbox row with the highest seq and its order; return that seq.
+
+    As a purge of a sent record would: both rows gone, so neither a count nor the orders table's rowid is the seq.
+    """
     con = common.connect(db)
     try:
         con.execute("BEGIN IMMEDIATE")
-        top = con.execute("SELECT max(seq) FROM outbox").fetchone()[0]
+        top, event_id = con.execute("SELECT seq, event_id FROM outbox ORDER BY seq DESC LIMIT 1").fetchone()
         con.execute("DELETE FROM outbox WHERE seq = ?", (top,))
+        con.execute("DELETE FROM orders WHERE id = ?", (event_id,))
         con.execute("COMMIT")
     finally:
         con.close()
@@ -414,7 +434,7 @@ def check_stop_on_first_failure(impl, db):
         calls.append(event["id"])
         if event["id"] == "B":
             flags = sent_flags(db)
-            expect(flags.get("B") == 0, msg("stop.b-not-marked"), msg("stop.b-marked"))
+            expect(flags.get("B") == 0, msg("stop.b-not-marked"), msg("stop.b-marked", value=repr(flags.get("B"))))
             raise boom
         return True
 
@@ -430,17 +450,43 @@ def check_stop_on_first_failure(impl, db):
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 1, "C": 1} and marked == 2, msg("stop.all-sent"),
            msg("stop.flags-returned", flags=repr(flags), marked=repr(marked)))
+    # after_delivery fails on D: D stays pending, E is never sent, and that very exception reaches the caller.
+    for event_id in ("D", "E"):
+        impl.intake(con, {"id": event_id, "sku": "stop", "qty": 1})
+    hook_error = RuntimeError("the grader's after_delivery failed on D")
+
+    def after_delivery(event):
+        if event["id"] == "D":
+            raise hook_error
+
+    del calls[:]
+    exc = raised(lambda: impl.dispatch(con, lambda e: calls.append(e["id"]) or True, 16, after_delivery=after_delivery))
+    expect(exc is not None, msg("stop.after-error-out"), msg("stop.swallowed"))
+    flags = sent_flags(db)
+    expect(flags.get("D") == 0, msg("stop.after-pending"), msg("sent-flags", flags=repr(flags)))
+    expect(exc is hook_error, msg("stop.after-same-error"), msg("stop.other-error", error=describe(exc)))
+    expect(calls == ["D"] and flags.get("E") == 0, msg("stop.after-stops"),
+           msg("stop.flags-called", flags=repr(flags), ids=repr(calls)))
     return msg("stop-on-first-failure.passed"), msg("as-expected")
+
+
+LOCK_BATCH = ("first", "second", "third")
 
 
 @in_process
 def check_no_lock_during_send(impl, db):
     con = connect(impl, "init_store", db)
-    impl.intake(con, {"id": "first", "sku": "lock", "qty": 1})
+    for event_id in LOCK_BATCH:
+        impl.intake(con, {"id": event_id, "sku": "lock", "qty": 1})
     done = []
 
     def send(event):
-        expect(not getattr(con, "in_transaction", False), msg("lock.outside"), msg("lock.in-transaction"))
+        # Each item before this one is marked, committed: another connection sees it, before the next send.
+        flags = sent_flags(db)
+        earlier = {event_id: flags.get(event_id) for event_id in done}
+        expect(all(flag == 1 for flag in earlier.values()), msg("lock.each-committed", id=event["id"]),
+               msg("lock.earlier", flags=repr(earlier)))
+        expect(not getattr(con, "in_transaction", False), msg("lock.outside"), msg("lock.in-transaction", id=event["id"]))
         other = sqlite3.connect(db, isolation_level=None, timeout=0)
         try:
             other.execute("PRAGMA busy_timeout = 0")
@@ -448,26 +494,27 @@ def check_no_lock_during_send(impl, db):
                 other.execute("BEGIN IMMEDIATE")
                 other.execute("ROLLBACK")
             except sqlite3.OperationalError as exc:
-                raise Fail(msg("lock.begin"), msg("lock.could-not", error=str(exc)))
+                raise Fail(msg("lock.begin"), msg("lock.could-not", id=event["id"], error=str(exc)))
         finally:
             other.close()
         second = connect(impl, "init_store", db)
         second.execute("PRAGMA busy_timeout = 0")
         try:
-            impl.intake(second, {"id": "taken-during-send", "sku": "lock", "qty": 1})
+            impl.intake(second, {"id": "taken-during-%d" % len(done), "sku": "lock", "qty": 1})
         except Fail:
             raise
         except Exception as exc:
-            raise Fail(msg("lock.intake"), msg("lock.intake-failed", error=describe(exc)))
+            raise Fail(msg("lock.intake"), msg("lock.intake-failed", id=event["id"], error=describe(exc)))
         finally:
             second.close()
         done.append(event["id"])
         return True
 
-    impl.dispatch(con, send, 1)
-    expect(done == ["first"], msg("lock.sent-once"), msg("lock.sent-for", ids=repr(done)))
+    impl.dispatch(con, send, len(LOCK_BATCH))
+    expect(done == list(LOCK_BATCH), msg("lock.sent-each"), msg("lock.sent-for", ids=repr(done)))
     flags = sent_flags(db)
-    expect(flags == {"first": 1, "taken-during-send": 0}, msg("lock.flags"), msg("sent-flags", flags=repr(flags)))
+    want = dict({event_id: 1 for event_id in LOCK_BATCH}, **{"taken-during-%d" % n: 0 for n in range(len(LOCK_BATCH))})
+    expect(flags == want, msg("lock.flags"), msg("sent-flags", flags=repr(flags)))
     return msg("no-lock-during-send.passed"), msg("as-expected")
 
 
@@ -528,6 +575,13 @@ def check_batch_limit(impl, db):
     marked = impl.dispatch(con, send, 2)
     expect(sent == ["m", "k"], msg("batch.next"), msg("batch.sent", ids=repr(sent)))
     expect(marked == 1, msg("batch.counts"), msg("batch.counted", value=describe_value(marked)))
+    # dispatch(con, send), its limit left out: the stub's default, 16, with 20 pending.
+    waiting = ["default-%02d" % n for n in range(20)]
+    for event_id in waiting:
+        impl.intake(con, {"id": event_id, "sku": "batch", "qty": 1})
+    del sent[:]
+    marked = impl.dispatch(con, lambda event: sent.append(event["id"]) or True)
+    expect(sent == waiting[:16], msg("batch.default"), msg("batch.sent-count", count=len(sent), ids=repr(sent[:3])))
     return msg("batch-limit.passed"), msg("as-expected")
 
 
@@ -860,8 +914,15 @@ def check_wrong_database(impl, db):
     try:
         # The sink process still has it open: its tables may be in sink.db-wal only, not yet in sink.db.
         refuses(impl, "init_store", sink, msg("wrongdb.refused-open", opener="init_store"))
+        # What a killed sink process leaves: a copy of its file and its -wal, commits in it, no connection open.
+        commit_elsewhere(sink)
+        killed = path("killed-sink.db")
+        for suffix in ("", "-wal"):
+            if os.path.exists(sink + suffix):
+                shutil.copyfile(sink + suffix, killed + suffix)
     finally:
         sink_con.close()
+    refuses(impl, "init_store", killed, msg("wrongdb.refused-killed", opener="init_store"))
     for opener, other, kind in (("init_store", sink, "sink"), ("init_sink", source, "source")):
         refuses(impl, opener, other, msg("wrongdb.refused", opener=opener, kind=kind))
     with open(path("notes.txt"), "wb") as f:
@@ -889,6 +950,18 @@ def check_wrong_database(impl, db):
     takes_as_new(impl, "init_sink", path("blank-sink.db"), ("inbox", "inventory", "deliveries"),
                  msg("wrongdb.new-blank", opener="init_sink"))
     return msg("wrong-database.passed"), msg("as-expected")
+
+
+def commit_elsewhere(db):
+    """With the grader's own connection, commit a table of its own to `db`: commits that sit in its -wal."""
+    con = common.connect(db)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("CREATE TABLE IF NOT EXISTS grader_commits (n INTEGER)")
+        con.execute("INSERT INTO grader_commits VALUES (1)")
+        con.execute("COMMIT")
+    finally:
+        con.close()
 
 
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
