@@ -1,4 +1,4 @@
-"""The corpus of the ACK rule: every answer the rule (README, "The ACK") tells apart from a verified ACK.
+"""The corpus of the ACK rule: every answer the rule (docs/participants.md, "the ACK") tells apart from a verified ACK.
 
 `cases(seed)` gives Cases whose args are (event,), each event with an id of its own, and whose extra is
 the answer a fake sink gives to that id: {"status", "reason", "headers", "body" (bytes as latin-1 text),

@@ -1,4 +1,4 @@
-"""The corpus of the URL rule: every spelling the rule (README, "The URL rule") takes or refuses.
+"""The corpus of the URL rule: every spelling the rule (docs/participants.md, "the URL rule") takes or refuses.
 
 `cases(seed)` gives Cases whose args are (template,): a URL in which "{port}" stands for the grader's
 listening trap (a refused URL must never reach it) and "{closed}" for a loopback port nothing listens on
