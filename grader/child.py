@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -50,10 +51,35 @@ def say(kind, **fields):
 def say_error(exc, stage=None):
     """Report an exception; `stage` "dispatch" when dispatch raised it (so the delivery rules apply to it).
 
-    `function` names the contract function it came out of, if it came out of one.
+    `function` names the contract function it came out of, if it came out of one; `frames` are the innermost
+    frames of its traceback that ran in the worker's own code.
     """
     say("error", type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__], message=describe(exc), stage=stage,
-        function=getattr(exc, "grader_function", None))
+        function=getattr(exc, "grader_function", None), call=getattr(exc, "grader_call", None), frames=worker_frames(exc))
+
+
+WORKER = {"file": None}  # the worker's file, once load_impl has imported it
+GRADER_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the kit's and the grader's code
+FRAMES = 3  # innermost frames of the worker's own a report shows
+
+
+def worker_frames(exc):
+    """[{file, line, function, code}] for the innermost FRAMES frames of `exc` in the worker's own code.
+
+    Its own code: its file, and files beside or below it that are not the kit's or the grader's; every
+    other frame (the grader's calls, the kit's packages, the standard library) is left out.
+    """
+    path = WORKER["file"]
+    if path is None:
+        return []
+    folder = os.path.dirname(path)
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        where = os.path.abspath(frame.filename)
+        if where == path or (where.startswith(folder + os.sep) and not where.startswith(GRADER_ROOT + os.sep)):
+            frames.append({"file": os.path.relpath(where, folder), "line": frame.lineno, "function": frame.name,
+                           "code": (frame.line or "")[:200]})
+    return frames[-FRAMES:]
 
 
 def json_value(value):
@@ -89,6 +115,18 @@ class Worker:
         return contract_call(name, value) if name in CONTRACT and callable(value) else value
 
 
+CALLS = []  # the contract functions running now, outermost first
+ANNOUNCED = [None]  # the one the parent was last told of
+
+
+def announce():
+    """Tell the parent which contract function runs now, when that changed: a hang then names it."""
+    top = CALLS[-1] if CALLS else None
+    if top is not None and top != ANNOUNCED[0]:
+        ANNOUNCED[0] = top
+        say("call", function=top)
+
+
 def contract_call(name, function):
     """`function` that names itself in what it raises.
 
@@ -99,26 +137,46 @@ def contract_call(name, function):
     naming the signature.
     """
     def call(*args, **kwargs):
+        CALLS.append(name)
+        announce()
         try:
             return function(*args, **kwargs)
         except TypeError as exc:
             if exc.__traceback__.tb_next is None:  # raised by the call, not inside the function
                 raise Fail(msg("impl.signature", signature=CONTRACT[name]),
                            msg("impl.signature-error", function=name, error=describe(exc))) from None
-            name_it(exc, name)
+            name_it(exc, name, args, kwargs)
             raise
         except BaseException as exc:
-            name_it(exc, name)
+            name_it(exc, name, args, kwargs)
             raise
+        finally:
+            CALLS.pop()
+            announce()
     return call
 
 
-def name_it(exc, name):
+def name_it(exc, name, args, kwargs):
+    """Mark `exc` with the innermost contract function it left, and the call: `name(args, kwargs)`, each clipped."""
     if getattr(exc, "grader_function", None) is None:
         try:
             exc.grader_function = name
+            exc.grader_call = "%s(%s)" % (name, ", ".join([clipped(a) for a in args] +
+                                                           ["%s=%s" % (k, clipped(v)) for k, v in kwargs.items()]))
         except AttributeError:  # an exception type without a __dict__: left unnamed
             pass
+
+
+def clipped(value):
+    """repr(value), at most 80 characters; a file path as its name alone (the folder is the grader's)."""
+    if isinstance(value, str) and os.path.isabs(value):
+        value = os.path.basename(value)
+    try:
+        text = repr(value)
+    except Exception:  # a worker's object whose repr raises
+        text = "<%s>" % type(value).__name__
+    text = re.sub(r" object at 0x[0-9a-fA-F]+>", ">", text)  # the same call reads the same in every run
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def blame(expected, observed):
@@ -133,6 +191,8 @@ def blame(expected, observed):
 
 def load_impl(path, needed):
     """Import the worker module from `path`; Fail naming any missing function. Returns it as a Worker."""
+    WORKER["file"] = os.path.abspath(path)
+    say("call", function="import")  # until "ready" or the first call: a hang is the import's
     spec = importlib.util.spec_from_file_location("worker_under_test", path)  # audit: G51
     module = importlib.util.module_from_spec(spec)
     try:

@@ -23,6 +23,7 @@ from .corpus import DEFAULT_SEED
 from .messages import LANGS, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
+from .text import shown
 from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
@@ -318,6 +319,11 @@ def show_result(result, args):
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
+    for frame in result["worker"]["traceback"]:
+        print(text(lang, "report.frame", blank="", file=shown(frame["file"]), line=frame["line"],
+                   function=shown(frame["function"]), code=shown(frame["code"])))
+    for line in result["worker"]["printed"]:
+        print(text(lang, "report.printed", blank="", line=shown(line)))
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()

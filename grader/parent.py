@@ -151,8 +151,9 @@ class Child:
 class Run:
     """What one child did: exit status, its protocol lines, the last line of its stderr, what it printed."""
 
-    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None):
+    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None, printed=()):
         self.what = what  # a message: "publisher #1"
+        self.printed = list(printed)  # the last lines the worker printed in it (stdout, then stderr), unescaped
         self.status = status  # its exit status; -N if signal N ended it
         self.lines = lines
         self.stderr = stderr
@@ -181,6 +182,12 @@ class Run:
     def summary(self):
         """A message saying why this child did not do what it should have."""
         if self.timed_out is not None:
+            calls = self.all("call")
+            if calls and calls[-1].get("function") == "import":
+                return msg("run.import-timed-out", what=self.what, seconds="%g" % self.timed_out)
+            if calls:
+                return msg("run.timed-out-in", what=self.what, seconds="%g" % self.timed_out,
+                           function=str(calls[-1].get("function")))
             return msg("run.timed-out", what=self.what, seconds="%g" % self.timed_out)
         limit = self.limit()
         if limit is not None:
@@ -294,7 +301,8 @@ class Grader:
         timed_out = child.follow(lambda: deadline)
         status = child.finish()
         return Run(what, None if timed_out else status, child.lines.lines, child.err.last_line(),
-                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits)
+                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
+                   printed=printed_lines(child))
 
     @contextlib.contextmanager
     def sink(self, db, needs, fault=None, folder=None, output=None):
@@ -312,6 +320,23 @@ class Grader:
             if output is not None:
                 for key, value in handle.child.output().items():
                     output[key] += value
+
+
+PRINTED_LINES = 5  # the last lines of what a worker printed that a failure shows
+PRINTED_CHARS = 200  # of each
+
+
+def printed_lines(child):
+    """The last PRINTED_LINES lines the worker printed in `child` (its stdout, then its stderr), each cut short.
+
+    Not the grader's own report of an error on stderr (a traceback the child prints after its error line):
+    its frames are in the error line already, the worker's alone.
+    """
+    err = child.err.text()
+    if child.lines.lines and any(line.get("kind") == "error" for line in child.lines.lines):
+        err = err.rsplit("Traceback (most recent call last):", 1)[0]
+    lines = [line for text in (child.out.text(), err) for line in text.splitlines() if line.strip()]
+    return [line[:PRINTED_CHARS] for line in lines[-PRINTED_LINES:]]
 
 
 class Zygote:
@@ -367,7 +392,8 @@ class Zygote:
         deadline = time.monotonic() + grader.timeout
         while not ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
             pass
-        if ready.is_set() and self.child.lines.lines[0].get("kind") == "ready":
+        kinds = [line.get("kind") for line in self.child.lines.lines if line.get("kind") != "call"]
+        if ready.is_set() and kinds[:1] == ["ready"]:
             self.threads.append(threading.Thread(target=self._listen, daemon=True))
             self.threads[-1].start()
             return "ready"
@@ -512,6 +538,7 @@ class Unstarted:
 
     def __init__(self):
         self.out, self.err, self.lines = Capture(), Capture(), Lines()
+        self.lines.lines.append({"kind": "call", "function": "import"})  # it is the import that did not finish
         self.ended = threading.Event()
         self.ended.set()
 
@@ -541,6 +568,7 @@ class CheckContext:
         self.timeout = grader.timeout
         self.seed = grader.seed
         self.output = {"printed": 0, "dropped": 0}  # what the worker printed in this check's steps, in all
+        self.worker = {"traceback": [], "printed": []}  # of its last step that raised or printed: shown if it fails
 
     def workdir(self):
         return self.grader.workdir(self.name)
@@ -552,6 +580,11 @@ class CheckContext:
         run = self.grader.run(what, role, self.needs, *args, env=env, folder=self.workdir())
         for key in self.output:
             self.output[key] += run.output[key]
+        error = run.first("error")
+        if error and error.get("frames"):
+            self.worker["traceback"] = error["frames"]
+        if run.printed:
+            self.worker["printed"] = run.printed
         return run
 
     def sink(self, db, fault=None):

@@ -23,6 +23,21 @@ def who(role, **fields):
     return msg("who." + role, **fields)
 
 
+def seen_source(state):
+    """What the grader read of snack-7 in a source DB, in words (never the dict it was read into)."""
+    if "error" in state:
+        return state["error"]
+    return msg("atomic.rows", order=msg("present" if state["order"] else "absent"), outbox=state["outbox"])
+
+
+def seen_sink(state):
+    """What the grader read of snack-7 in a sink DB, in words."""
+    if "error" in state:
+        return state["error"]
+    return msg("receive.rows", inbox=msg("present" if state["inbox"] else "absent"), deliveries=state["deliveries"],
+               inventory=state["inventory"])
+
+
 def phase(run, n):
     """The evidence table's name for what publisher #n did: its exit status, its error, or its timeout."""
     error = run.first("error")
@@ -39,7 +54,7 @@ def scenario_crash_after_ack(g):
     story = g.story(source, sink_db)
     need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
     row = story.observe(msg("phase.intake"))
-    expect(row["order"] and row["outbox"] == "pending", msg("crash.taken-in"), msg("plain", text=repr(row)))
+    expect(row["order"] and row["outbox"] == "pending", msg("crash.taken-in"), seen_source(row))
     with g.sink(sink_db) as sink:
         first = g.run(who("publisher-n", n=1), "publish", "--db", source, "--url", sink.url, "--crash-after-ack")
         row = story.observe(phase(first, 1), ack=acks(first))
@@ -144,9 +159,22 @@ def untrusted_publisher(g, work, name, fake):
     error = delivery_error(run, msg("untrusted.fails", case=msg("case." + name)))
     state = observe_source(source, SNACK["id"])
     expect(state.get("outbox") == "pending", msg("untrusted.pending", case=msg("case." + name)),
-           msg("plain", text=repr(state)))
-    # The reason, without the "POST <url> for 'snack-7': " every message starts with, keyed for untrusted.observed.
-    return name.replace("-", "_"), "%s: %s" % (error["type"], error["message"].split("': ", 1)[-1])
+           seen_source(state))
+    return name.replace("-", "_"), reason(error)
+
+
+def reason(error):
+    """`Type: message` of a publisher's error, without the kit's "POST <url> for 'snack-7': " prefix if it has one.
+
+    The class named once (describe() already starts with it), and nothing cut from a message of another shape.
+    """
+    text = error["message"]
+    prefix = error["type"] + ": "
+    body = text[len(prefix):] if text.startswith(prefix) else text
+    kit = "POST %s for %r: " % (body.split(" ", 2)[1], SNACK["id"]) if body.startswith("POST ") and " " in body[5:] else None
+    if kit and body.startswith(kit):
+        body = body[len(kit):]
+    return prefix + body
 
 
 def judge_acks(run, acks):
@@ -173,7 +201,7 @@ def scenario_proxy_ignored(g):
         need_ok(run)
         expect(len(sink.hits) == 1, msg("proxy.direct"), msg("sink.saw", hits=repr(sink.hits)))
     state = observe_source(source, SNACK["id"])
-    expect(state.get("outbox") == "sent", msg("proxy.sent"), msg("plain", text=repr(state)))
+    expect(state.get("outbox") == "sent", msg("proxy.sent"), seen_source(state))
     return msg("proxy-ignored.passed"), msg("proxy.observed")
 
 
@@ -203,11 +231,11 @@ def scenario_conflict(g):
         status, body = post(sink.url, other, g.timeout)
     expect(status == 409, msg("conflict.409"), msg("status-body", status=status, body=body))
     snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
-    expect(snk.get("inventory") == 7, msg("conflict.inventory"), msg("plain", text=repr(snk)))
+    expect(snk.get("inventory") == 7, msg("conflict.inventory"), seen_sink(snk))
     src = observe_source(source, SNACK["id"])
     expect("error" not in src, msg("db.readable"), src.get("error"))
     expect(src["outbox"] == "pending" and payload_event(src["payload"]).get("qty") == 9, msg("conflict.outbox-untouched"),
-           msg("plain", text=repr(src)))
+           seen_source(src))
     return msg("conflict.passed"), msg("conflict.observed", body=body.strip()[:80], deliveries=snk.get("deliveries"))
 
 
@@ -274,7 +302,7 @@ def receive_crash(g, work, fault, whole):
     with g.sink(sink_db) as sink:
         need_ok(g.run(who("publisher-restarted"), "publish", "--db", source, "--url", sink.url))
     snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
-    expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), msg("plain", text=repr(snk)))
+    expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), seen_sink(snk))
     return snk["deliveries"]
 
 
@@ -288,5 +316,10 @@ def in_process(function):
             return verdict["expected"], verdict["observed"]
         if verdict and not verdict["ok"]:
             raise Fail(verdict["expected"], verdict["observed"])
+        error = run.first("error")
+        if error and error.get("function") and run.timed_out is None:
+            # A worker function raised on one of this check's cases: name it, the call, and the rule, first.
+            raise Fail(msg("check.raised", function=error["function"], call=error.get("call") or error["function"],
+                           rule=msg("proves." + g.name)), run.summary())
         raise Fail(msg("check.runs", name=g.name), run.summary())
     return scenario
