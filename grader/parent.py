@@ -10,6 +10,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -324,6 +325,7 @@ class Grader:
 
 PRINTED_LINES = 5  # the last lines of what a worker printed that a failure shows
 PRINTED_CHARS = 200  # of each
+DROPPED = re.compile(r"\[\.\.\. [0-9]+ bytes dropped \.\.\.\]")  # capture.Capture's mark, not the worker's
 
 
 def printed_lines(child):
@@ -335,7 +337,8 @@ def printed_lines(child):
     err = child.err.text()
     if child.lines.lines and any(line.get("kind") == "error" for line in child.lines.lines):
         err = err.rsplit("Traceback (most recent call last):", 1)[0]
-    lines = [line for text in (child.out.text(), err) for line in text.splitlines() if line.strip()]
+    lines = [line for text in (child.out.text(), err) for line in text.splitlines()
+             if line.strip() and not DROPPED.fullmatch(line)]
     return [line[:PRINTED_CHARS] for line in lines[-PRINTED_LINES:]]
 
 
