@@ -56,14 +56,13 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))  # audit: G3
-    # The look, before any read-write open: closing the last read-write connection to a WAL file checkpoints it
-    # and deletes its -wal, so a foreign file that a killed process left would be changed by its very refusal.
-    is_new = look_read_only(path, application_id=application_id, version=version, kind=kind)
+    if os.path.exists(path):  # look through mode=ro first: a read-write close checkpoints and deletes the -wal
+        with contextlib.closing(connect("file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path)), uri=True)) as peek:
+            look(peek, path, application_id=application_id, version=version, kind=kind)  # audit: G3
     con = connect(path)
     try:
         _accept_or_create(
-            con, path, is_new, application_id=application_id, version=version, schema=schema, kind=kind,
-            durability=durability,
+            con, path, application_id=application_id, version=version, schema=schema, kind=kind, durability=durability
         )
     except BaseException:
         con.close()
@@ -96,22 +95,8 @@ def look(con, path, *, application_id, version, kind):
     return None
 
 
-def look_read_only(path, *, application_id, version, kind):
-    """`look` at `path` through a connection of its own with ``mode=ro``: True for a missing file, too.
-
-    Reads through the -wal (creating at most the -shm, SQLite's index, which any reader may write), so the
-    tables of a file whose commits are still in its -wal are seen; never checkpoints, never deletes a file.
-    """
-    if not os.path.exists(path):
-        return True
-    peek = connect("file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path)), uri=True)
-    try:
-        return look(peek, path, application_id=application_id, version=version, kind=kind)  # audit: G3
-    finally:
-        peek.close()
-
-
-def _accept_or_create(con, path, is_new, *, application_id, version, schema, kind, durability):
+def _accept_or_create(con, path, *, application_id, version, schema, kind, durability):
+    is_new = look(con, path, application_id=application_id, version=version, kind=kind)  # audit: G3
     mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode.lower() != "wal":
         raise WrongDatabase("%r: could not switch the %s DB to WAL (journal_mode is %s)" % (path, kind, mode))

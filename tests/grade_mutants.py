@@ -271,6 +271,12 @@ MUTANTS = (
     mutant("the look reads the main file only (immutable=1)", "wrong-database", "outbox/db.py",
            [("connect(\"file:%s?mode=ro\" % urllib.parse.quote(os.path.abspath(path)), uri=True)",
              "connect(\"file:%s?immutable=1\" % urllib.parse.quote(os.path.abspath(path)), uri=True)"),
+            ("    is_new = look(con, path, application_id=application_id, version=version, kind=kind)\n",
+             "    peek = sqlite3.connect(\"file:%s?immutable=1\" % urllib.parse.quote(os.path.abspath(path)), uri=True)\n"
+             "    try:\n"
+             "        is_new = look(peek, path, application_id=application_id, version=version, kind=kind)\n"
+             "    finally:\n"
+             "        peek.close()\n"),
             ("            if con.execute(\"PRAGMA application_id\").fetchone()[0] == 0:\n", "            if True:\n")],
            "wrongdb.refused-open"),
     mutant("a 0-byte file refused", "wrong-database", "outbox/db.py",
@@ -368,12 +374,13 @@ MUTANTS += (
            [("def dispatch(con, send, limit=MAX_BATCH, *,", "def dispatch(con, send, limit=1, *,")], "batch.default"),
     # The store: a look at a foreign file that changes it.
     mutant("the look through a read-write connection", "wrong-database", "outbox/db.py",
-           [("    peek = connect(\"file:%s?mode=ro\" % urllib.parse.quote(os.path.abspath(path)), uri=True)\n",
-             "    peek = connect(path)\n")], "wrongdb.refused-killed"),
+           [("connect(\"file:%s?mode=ro\" % urllib.parse.quote(os.path.abspath(path)), uri=True)", "connect(path)")],
+           "wrongdb.refused-killed"),
     mutant("a -wal without its -shm deleted as a leftover", "wrong-database", "outbox/db.py",
-           [("    peek = connect(\"file:%s?mode=ro\"",
-             "    if os.path.exists(path + \"-wal\") and not os.path.exists(path + \"-shm\"):\n"
-             "        os.remove(path + \"-wal\")\n    peek = connect(\"file:%s?mode=ro\"")], "wrongdb.refused-killed"),
+           [("        with contextlib.closing(connect(\"file:%s?mode=ro\"",
+             "        if os.path.exists(path + \"-wal\") and not os.path.exists(path + \"-shm\"):\n"
+             "            os.remove(path + \"-wal\")\n        with contextlib.closing(connect(\"file:%s?mode=ro\"")],
+           "wrongdb.refused-killed"),
 )
 BY_MISTAKE = {m.mistake: m for m in MUTANTS}
 

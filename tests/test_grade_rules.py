@@ -20,7 +20,7 @@ from tests.support import ROOT
 
 sys.path.insert(0, ROOT)
 from grader import corpus  # noqa: E402
-from grader.corpus import acks, events, marks, urls  # noqa: E402,F401 (the families, as corpus.<name>)
+from grader.corpus import acks, events, marks, urls  # noqa: E402
 from grader.registry import NAMES  # noqa: E402
 
 MARKER = re.compile(r"<!-- rule: ([A-Z][0-9]+(?:, [A-Z][0-9]+)*) -->")
@@ -28,8 +28,8 @@ ROW = re.compile(r"^\| ([A-Z][0-9]+) \| (.+?) \| (.+?) \| `([a-z-]+)` \| (.+) \|
 # How a row's check covers its rule: a corpus (its family, its size, the classes of input it probes) or a scenario.
 CORPUS = re.compile(r"(?:corpus `(\w+)` of (\d+) cases, classes: |コーパス `(\w+)`（(\d+)件、分類: )(.+?)）?$")
 SCENARIO = ("scenario: ", "シナリオ: ")
-FAMILIES = {"events": (corpus.events, "validate-event"), "urls": (corpus.urls, "url-rule"),
-            "acks": (corpus.acks, "untrusted-ack"), "marks": (corpus.marks, "mark-sent")}
+FAMILIES = {"events": (events, "validate-event"), "urls": (urls, "url-rule"), "acks": (acks, "untrusted-ack"),
+            "marks": (marks, "mark-sent")}
 INDEPENDENT = os.path.join(ROOT, "tests", "workers", "independent.py")
 # The one sentence on the callbacks' copies, in the same words wherever a worker reads about dispatch.
 COPIES = ("`send` and `after_delivery` each get a copy of their own of the selected event (a new dict with "

@@ -83,6 +83,8 @@ TESTED_ELSEWHERE = {
     "grader/__init__.py": (("test_grade",), "the grader's version"),
     "grader/corpus/__init__.py": (("test_grader_corpus", "test_grader_corpus_events"),
                                   "the outcomes and the comparison every corpus shares"),
+    "grader/corpus/checks.py": (("test_grade", "test_grade_mutants_1"), "the corpora run by the checks, on the kit "
+                                "and on its mutants"),
     "grader/child.py": (("test_grade", "test_grade_mutants_1"), "every check's child side, run on the kit and on "
                         "each mutant"),
     "grader/parent.py": (("test_grade", "test_grader_contain"), "the parent's machinery, under every check"),
