@@ -164,7 +164,7 @@ def parse_args(argv, lang):
     options.add_argument("--json", action="store_true", help=t("cli.help.json"))
     options.add_argument("--report", metavar="DIR", help=t("cli.help.report"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
-    options.add_argument("--seed", type=int, default=DEFAULT_SEED, help=t("cli.help.seed"))
+    options.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
