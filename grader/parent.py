@@ -660,8 +660,9 @@ class SinkProcess:
 class FakeSink:
     """A loopback HTTP server of the grader's own that answers with a fixed behaviour.
 
-    `answer(event_id) -> (status, headers, body bytes)`; `hits` lists every
-    request that reached it, whatever its path or method (a trap must see none).
+    `answer(event_id) -> (status, headers, body bytes)`, or the bytes of a whole response, written as they are
+    before the connection closes; `hits` lists every request that reached it, whatever its path or method (a
+    trap must see none).
     """
 
     def __init__(self, answer=None):
@@ -677,7 +678,12 @@ class FakeSink:
                     event_id = json.loads(body.decode("utf-8")).get("id")
                 except (ValueError, AttributeError):
                     event_id = None
-                status, headers, payload = answer(event_id) if answer else (502, [], b'{"error": "trap"}')
+                reply = answer(event_id) if answer else (502, [], b'{"error": "trap"}')
+                if isinstance(reply, bytes):
+                    self.close_connection = True
+                    self.wfile.write(reply)
+                    return
+                status, headers, payload = reply
                 self.send_response(status)
                 for name, value in headers:
                     self.send_header(name, value)
@@ -716,29 +722,7 @@ class AnswerSink(FakeSink):
     """
 
     def __init__(self, answers):
-        owner = self
-        self.hits = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                owner.hits.append((self.command, self.path))
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(min(length, 65536)) if length > 0 else b""
-                try:
-                    event_id = json.loads(body.decode("utf-8")).get("id")
-                except (ValueError, AttributeError):
-                    event_id = None
-                self.close_connection = True
-                self.wfile.write(answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
-
-            do_GET = do_PUT = do_HEAD = do_CONNECT = do_POST
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        super().__init__(lambda event_id: answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
 
 
 TRICKLE_INTERVAL = 0.2  # seconds between two bytes of the trickled answer
