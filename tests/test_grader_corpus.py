@@ -2,6 +2,7 @@
 import unittest
 
 from grader import corpus
+from grader.common import Fail
 from grader.corpus import acks, events, marks, urls
 
 FAMILIES = (events, urls, acks, marks)
@@ -29,6 +30,11 @@ class OutcomeTest(unittest.TestCase):
         def exhausted():
             raise MemoryError()
         self.assertRaises(MemoryError, corpus.observed, exhausted)
+
+    def test_the_graders_own_verdict_is_never_an_outcome(self):
+        def refused():
+            raise Fail({"id": "impl.signature", "fields": {}}, {"id": "plain", "fields": {"text": "x"}})
+        self.assertRaises(Fail, corpus.observed, refused)
 
 
 class SeedTest(unittest.TestCase):

@@ -10,7 +10,7 @@ kit's reference agrees on every case). The side that calls the worker only runs 
 import collections
 import random
 
-from ..common import describe, describe_value, msg
+from ..common import Fail, describe, describe_value, msg
 
 DEFAULT_SEED = 24  # the fixed default of --seed: a report without --seed is reproducible as it stands
 
@@ -53,11 +53,12 @@ def raises(kind, field=None):
 def observed(call):
     """Run `call()` (the worker's function on a case) and report how it ended, as a JSON-able dict.
 
-    A MemoryError passes through (the memory limit, never an outcome a rule asks for).
+    A Fail passes through (the grader's own verdict, such as a call in a form the worker's signature refuses),
+    and so does a MemoryError (the memory limit, never an outcome a rule asks for).
     """
     try:
         value = call()
-    except MemoryError:
+    except (Fail, MemoryError):
         raise
     except Exception as exc:
         return {"kind": "raised", "mro": [c.__name__ for c in type(exc).__mro__], "error": describe(exc),
