@@ -3,7 +3,7 @@ import unittest
 
 from grader.corpus import DEFAULT_SEED, acks, differs, observed
 from grader.parent import AnswerSink
-from outbox.sender import send_http
+from outbox.core.sender import send_http
 
 
 class AckCorpusTest(unittest.TestCase):

@@ -3,7 +3,7 @@ import copy
 import unittest
 
 from grader.corpus import DEFAULT_SEED, differs, events, observed
-from outbox.event import validate_event
+from outbox.core.event import validate_event
 
 
 class EventCorpusTest(unittest.TestCase):

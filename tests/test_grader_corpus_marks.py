@@ -4,7 +4,7 @@ import sqlite3
 import unittest
 
 from grader.corpus import DEFAULT_SEED, differs, marks, observed
-from outbox.store import init_store, intake, mark_sent
+from outbox.core.store import init_store, intake, mark_sent
 from tests.support import TempDirTestCase
 
 

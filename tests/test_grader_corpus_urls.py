@@ -2,7 +2,7 @@
 import unittest
 
 from grader.corpus import DEFAULT_SEED, urls
-from outbox.sender import check_url
+from outbox.core.sender import check_url
 
 TRAP, CLOSED = 40001, 40002
 
