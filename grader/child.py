@@ -120,9 +120,12 @@ ANNOUNCED = [None]  # the one the parent was last told of
 
 
 def announce():
-    """Tell the parent which contract function runs now, when that changed: a hang then names it."""
+    """Tell the parent which contract function runs now (None: the grader's own code), when that changed.
+
+    A hang then names the function that did not return, and never one that already had.
+    """
     top = CALLS[-1] if CALLS else None
-    if top is not None and top != ANNOUNCED[0]:
+    if top != ANNOUNCED[0]:
         ANNOUNCED[0] = top
         say("call", function=top)
 

@@ -186,7 +186,7 @@ class Run:
             calls = self.all("call")
             if calls and calls[-1].get("function") == "import":
                 return msg("run.import-timed-out", what=self.what, seconds="%g" % self.timed_out)
-            if calls:
+            if calls and calls[-1].get("function"):
                 return msg("run.timed-out-in", what=self.what, seconds="%g" % self.timed_out,
                            function=str(calls[-1].get("function")))
             return msg("run.timed-out", what=self.what, seconds="%g" % self.timed_out)

@@ -142,8 +142,9 @@ def scenario_untrusted_ack(g):
             runs = [pool.submit(untrusted_publisher, g, work, name, fake) for name, fake in fakes]
             reasons = dict(run.result() for run in runs)
             judge_acks(sent.result(), acks)
-            outcomes = {line["n"]: line["outcome"] for line in answered.result().all("outcome")}
-            corpus_checks.judge_acks(outcomes, g.seed)
+            answered = answered.result()
+            outcomes = {line["n"]: line["outcome"] for line in answered.all("outcome")}
+            corpus_checks.judge_acks(outcomes, g.seed, None if answered.status == 0 else answered.summary())
         expect(not trap.hits, msg("untrusted.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
     return msg("untrusted-ack.passed"), msg("untrusted.observed", **reasons)
 

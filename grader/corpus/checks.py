@@ -101,15 +101,19 @@ def send_acks(impl, url, seed, report):
         report(case.n, observed(lambda: impl.send_http(url, dict(case.args[0]), timeout=2)))
 
 
-def judge_acks(outcomes, seed):
-    """The parent's half: the first case whose outcome (from `outcomes`, {n: outcome}) is not the rule's."""
+def judge_acks(outcomes, seed, unfinished=None):
+    """The parent's half: the first case whose outcome (from `outcomes`, {n: outcome}) is not the rule's.
+
+    `unfinished`: why the sender ended before its last case (a message), or None; it is what a case without
+    an outcome shows, since that is the case the sender was on.
+    """
     cases = acks.cases(seed)
     for case in cases:
         expected = acks.reference_outcome(case.args[0], case.extra)
         got = outcomes.get(case.n)
         if got is None:
             raise Fail(where("send_http", case, len(cases), seed, answer_rule(case, expected)),
-                       msg("corpus.no-outcome"))
+                       unfinished or msg("corpus.no-outcome"))
         if differs(expected, got):
             raise Fail(where("send_http", case, len(cases), seed, answer_rule(case, expected)),
                        got_message_for_ack(got))
