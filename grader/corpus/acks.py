@@ -16,7 +16,7 @@ import json
 from . import numbered, raises, returns, rng
 
 MAX_ACK = 4096
-SEEDED = 90
+SEEDED = 40
 JSON = [["Content-Type", "application/json"]]
 
 

@@ -78,10 +78,13 @@ def got_or_class(got, kind):
                got=got["mro"][0], bases=", ".join(got["mro"][1:]) or "-", error=got["error"])
 
 
-def mark_sent(impl, con, flags, seed):
-    """Every case of the mark_sent corpus on `con`, STORED taken in already; `flags()` reads {id: sent}."""
+def mark_sent(impl, con, flags, seed, known=(), marked=()):
+    """Every case of the mark_sent corpus on `con`, STORED taken in already; `flags()` reads {id: sent}.
+
+    `known` and `marked`: the ids the DB held before STORED, and those of them sent (marks.reference_outcomes).
+    """
     cases = marks.cases(seed)
-    for case, expected in zip(cases, marks.reference_outcomes(cases)):
+    for case, expected in zip(cases, marks.reference_outcomes(cases, known, marked)):
         event_id = case.args[0]
         before = flags()
         got = observed(lambda: impl.mark_sent(con, event_id))

@@ -20,16 +20,19 @@ LOOSE = ("A_B", "AXB", "axb", "ITEM", "Item", "item ", " item", "item\n", "item\
          "em", "a", "b", "", " ", "item-", "-2", "ab ", "aB", "aBc", "ABC", "A.B", "a,b", "a b", "a-b ", "a:B")
 
 
-def reference_outcomes(cases):
-    """[expected outcome] for `cases` called in this order on a DB holding STORED, none marked yet."""
-    marked = set()
+def reference_outcomes(cases, known=(), marked=()):
+    """[expected outcome] for `cases` called in this order on a DB holding STORED, none marked yet.
+
+    `known`: ids the DB holds besides, of which `marked` are sent already (the check's own rows before).
+    """
+    stored, marked = set(STORED) | set(known), set(marked)
     out = []
     for case in cases:
         event_id = case.args[0]
-        if event_id in STORED and event_id not in marked:
+        if event_id in stored and event_id not in marked:
             marked.add(event_id)
             expected = dict(returns(True), marks=[event_id])
-        elif event_id in STORED:
+        elif event_id in stored:
             expected = dict(returns(False), marks=[])
         else:
             expected = dict(raises("KeyError"), marks=[])
