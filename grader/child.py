@@ -300,7 +300,8 @@ def role_send(impl, args):
     Reports how each call ended and how long it took, one "sent" line per URL.
     """
     if args.corpus == "acks":
-        corpus_checks.send_acks(impl, args.url, args.seed, lambda n, got: say("outcome", n=n, outcome=got))
+        corpus_checks.send_acks(impl, args.url, args.seed, lambda n, got: say("outcome", n=n, outcome=got),
+                                args.part, args.parts)
         return
     for url in json.loads(args.urls) if args.urls else [args.url]:
         started = time.monotonic()
@@ -1154,6 +1155,8 @@ def parse_args(argv):
     parser.add_argument("--crash-after-first-commit", action="store_true")
     parser.add_argument("--seed", type=int, default=corpus.DEFAULT_SEED)
     parser.add_argument("--corpus", choices=("acks",))
+    parser.add_argument("--part", type=int, default=0)
+    parser.add_argument("--parts", type=int, default=1)
     return parser.parse_args(argv)
 
 

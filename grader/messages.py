@@ -220,7 +220,7 @@ EN = {
     "run.timed-out": "{what} timed out after {seconds} s (killed)",
     "check.raised": "{function} keeps this check's rule on {call}, without raising: {rule}",
     "run.timed-out-in": "{what} timed out after {seconds} s (killed): your {function} did not return",
-    "run.import-timed-out": "{what} never started: importing your worker did not finish within {seconds} s",
+    "run.import-timed-out": "{what} timed out after {seconds} s (killed) before it began: importing your worker did not finish",
     "report.frame": "     {blank:<22} your code: {file}, line {line}, in {function}: {code}",
     "report.printed": "     {blank:<22} it printed: {line}",
     "html.frame": "your code: {file}, line {line}, in {function}: {code}",

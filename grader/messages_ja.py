@@ -208,7 +208,7 @@ JA = {
     "run.timed-out": "{what}が{seconds}秒で時間切れになりました（強制終了）",
     "check.raised": "{function} が {call} で例外を送出せず、このチェックの規則を守ること: {rule}",
     "run.timed-out-in": "{what}が{seconds}秒で時間切れになりました（強制終了）。あなたの {function} が戻りませんでした",
-    "run.import-timed-out": "{what}は始まりませんでした。ワーカーのimportが{seconds}秒以内に終わりませんでした",
+    "run.import-timed-out": "{what}が{seconds}秒で時間切れになりました（強制終了）。ワーカーのimportが終わらず、始まりませんでした",
     "report.frame": "     {blank:<22} あなたのコード: {file} の{line}行目、{function} の中: 「{code}」",
     "report.printed": "     {blank:<22} 出力: 「{line}」",
     "html.frame": "あなたのコード: {file} の{line}行目、{function} の中: 「{code}」",

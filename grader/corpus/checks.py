@@ -98,9 +98,13 @@ def mark_sent(impl, con, flags, seed, known=(), marked=()):
     return len(cases)
 
 
-def send_acks(impl, url, seed, report):
-    """The sender's half: send each case's event to the answering sink at `url`; `report(n, outcome)` each."""
-    for case in acks.cases(seed):
+def send_acks(impl, url, seed, report, part=0, parts=1):
+    """The sender's half: send each case's event to the answering sink at `url`; `report(n, outcome)` each.
+
+    Only every `parts`-th case from the `part`-th: the parent runs the parts side by side, since each case is
+    a round trip between two processes, whose wait, not its work, is what a loaded machine stretches.
+    """
+    for case in acks.cases(seed)[part::parts]:
         report(case.n, observed(lambda: impl.send_http(url, dict(case.args[0]), timeout=2)))
 
 
