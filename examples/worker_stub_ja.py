@@ -6,7 +6,8 @@
 ファイルを開き直す本物のプロセスです。配布した状態では、どの関数も NotImplementedError を
 送出するので、採点ツールのチェックはすべて理由を示して失敗します。使えるのは標準ライブラリ
 だけです。下のシグネチャが契約で、採点ツールはあなたの関数をちょうどこの引数で呼び出します
-（キット独自の追加のキーワード引数 durability= と require_digest= は、契約に含まれません）。
+（キット独自の追加分、durability=、require_digest=、before_send=、on_failure=、intake_many は、
+契約に含まれません）。
 採点ツールはDBを自分で読むので、次のテーブルを守ってください。
 受付DB（source DB）: `orders(id, ...)` と `outbox(seq, event_id, payload, sent, ...)`。
 `sent` は0か1、`seq` は INTEGER PRIMARY KEY AUTOINCREMENT（再利用しません）、`payload` は

@@ -6,24 +6,35 @@ raises Fail or returns (expected, observed). The probes (a competing
 writer, the rows marked so far, the trap a URL must not reach) run here,
 on the grader's own connections and sockets; the step only makes calls.
 """
+import contextlib
 import copy
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 
 from . import common
+from . import corpus
 from .common import SNACK, Fail, bounded, expect, msg, read_only
+from .corpus import checks as corpus_checks
 from .remote import Handle, RemoteError
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
+SEEDED = set()  # the in-process checks that run a corpus: they get the run's seed too
 
 
 def in_process(function):
     """Make `function(impl, db)` runnable as the step of check `--check <its name>`."""
     IN_PROCESS[function.__name__] = function
     return function
+
+
+def seeded(function):
+    """An in-process check that runs a corpus: called as `function(impl, db, seed=--seed)`."""
+    SEEDED.add(function.__name__)
+    return in_process(function)
 
 
 def mro(exc):
@@ -109,13 +120,10 @@ def ids(events):
 @in_process
 def check_seq_order(impl, db):
     con = connect(impl, "init_store", db)
-    clock = [1700000000.9, 1700000000.9, 1699999990.0]  # z and a in one second, then the clock steps back
-    try:
-        for event_id in ("z", "a", "m"):
-            impl.set_clock(clock.pop(0))  # the step's time.time and time.time_ns
+    # z and a in one second, then every clock steps back: the wall clock, and those a worker might read instead.
+    for event_id, now in (("z", 1700000000.9), ("a", 1700000000.9), ("m", 1699999990.0)):
+        with stopped_clocks(impl, now):
             impl.intake(con, {"id": event_id, "sku": "seq", "qty": 1})
-    finally:
-        impl.set_clock(None)
     watcher = read_only(db)
     try:
         before = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
@@ -140,19 +148,36 @@ def check_seq_order(impl, db):
     # A seq is never reused: with the row of the highest seq gone (as a purge would delete a sent
     # row), the next intake still gets a higher seq than any the file ever gave.
     top = delete_top_row(db)
-    impl.intake(con, {"id": "n", "sku": "seq", "qty": 1})
+    returned = impl.intake(con, {"id": "n", "sku": "seq", "qty": 1})
     seq = seq_of(db, "n")
     expect(isinstance(seq, int) and seq > top, msg("seq.never-reused", top=top), msg("seq.reused", seq=repr(seq)))
+    # With rows gone, a count or another table's rowid is no longer the seq: intake returns the outbox row's own.
+    expect(type(returned) is int and returned == seq, msg("seq.returned-after-delete", seq=seq),
+           msg("idem.returned", value=describe_value(returned)))
     return msg("seq-order.passed"), msg("as-expected")
 
 
+@contextlib.contextmanager
+def stopped_clocks(impl, now):
+    """Every clock of the step's time module a worker might read reads `now` (seconds) while the block runs."""
+    impl.set_clock(now)
+    try:
+        yield
+    finally:
+        impl.set_clock(None)
+
+
 def delete_top_row(db):
-    """With the grader's own connection, delete the outbox row with the highest seq; return that seq."""
+    """With the grader's own connection, delete the outbox row with the highest seq and its order; return that seq.
+
+    As a purge of a sent record would: both rows gone, so neither a count nor the orders table's rowid is the seq.
+    """
     con = common.connect(db)
     try:
         con.execute("BEGIN IMMEDIATE")
-        top = con.execute("SELECT max(seq) FROM outbox").fetchone()[0]
+        top, event_id = con.execute("SELECT seq, event_id FROM outbox ORDER BY seq DESC LIMIT 1").fetchone()
         con.execute("DELETE FROM outbox WHERE seq = ?", (top,))
+        con.execute("DELETE FROM orders WHERE id = ?", (event_id,))
         con.execute("COMMIT")
     finally:
         con.close()
@@ -177,7 +202,7 @@ def check_stop_on_first_failure(impl, db):
         calls.append(event["id"])
         if event["id"] == "B":
             flags = sent_flags(db)
-            expect(flags.get("B") == 0, msg("stop.b-not-marked"), msg("stop.b-marked"))
+            expect(flags.get("B") == 0, msg("stop.b-not-marked"), msg("stop.b-marked", value=repr(flags.get("B"))))
             raise boom
         return True
 
@@ -193,17 +218,43 @@ def check_stop_on_first_failure(impl, db):
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 1, "C": 1} and marked == 2, msg("stop.all-sent"),
            msg("stop.flags-returned", flags=repr(flags), marked=repr(marked)))
+    # after_delivery fails on D: D stays pending, E is never sent, and that very exception reaches the caller.
+    for event_id in ("D", "E"):
+        impl.intake(con, {"id": event_id, "sku": "stop", "qty": 1})
+    hook_error = RuntimeError("the grader's after_delivery failed on D")
+
+    def after_delivery(event):
+        if event["id"] == "D":
+            raise hook_error
+
+    del calls[:]
+    exc = raised(lambda: impl.dispatch(con, lambda e: calls.append(e["id"]) or True, 16, after_delivery=after_delivery))
+    expect(exc is not None, msg("stop.after-error-out"), msg("stop.swallowed"))
+    flags = sent_flags(db)
+    expect(flags.get("D") == 0, msg("stop.after-pending"), msg("sent-flags", flags=repr(flags)))
+    expect(exc is hook_error, msg("stop.after-same-error"), msg("stop.other-error", error=describe(exc)))
+    expect(calls == ["D"] and flags.get("E") == 0, msg("stop.after-stops"),
+           msg("stop.flags-called", flags=repr(flags), ids=repr(calls)))
     return msg("stop-on-first-failure.passed"), msg("as-expected")
+
+
+LOCK_BATCH = ("first", "second", "third")
 
 
 @in_process
 def check_no_lock_during_send(impl, db):
     con = connect(impl, "init_store", db)
-    impl.intake(con, {"id": "first", "sku": "lock", "qty": 1})
+    for event_id in LOCK_BATCH:
+        impl.intake(con, {"id": event_id, "sku": "lock", "qty": 1})
     done = []
 
     def send(event):
-        expect(not in_transaction(con), msg("lock.outside"), msg("lock.in-transaction"))
+        # Each item before this one is marked, committed: another connection sees it, before the next send.
+        flags = sent_flags(db)
+        earlier = {event_id: flags.get(event_id) for event_id in done}
+        expect(all(flag == 1 for flag in earlier.values()), msg("lock.each-committed", id=event["id"]),
+               msg("lock.earlier", flags=repr(earlier)))
+        expect(not in_transaction(con), msg("lock.outside"), msg("lock.in-transaction", id=event["id"]))
         other = bounded(sqlite3.connect(db, isolation_level=None, timeout=0))
         try:
             other.execute("PRAGMA busy_timeout = 0")
@@ -211,26 +262,27 @@ def check_no_lock_during_send(impl, db):
                 other.execute("BEGIN IMMEDIATE")
                 other.execute("ROLLBACK")
             except sqlite3.OperationalError as exc:
-                raise Fail(msg("lock.begin"), msg("lock.could-not", error=str(exc)))
+                raise Fail(msg("lock.begin"), msg("lock.could-not", id=event["id"], error=str(exc)))
         finally:
             other.close()
         second = connect(impl, "init_store", db)
         second.execute("PRAGMA busy_timeout = 0")
         try:
-            impl.intake(second, {"id": "taken-during-send", "sku": "lock", "qty": 1})
+            impl.intake(second, {"id": "taken-during-%d" % len(done), "sku": "lock", "qty": 1})
         except Fail:
             raise
         except Exception as exc:
-            raise Fail(msg("lock.intake"), msg("lock.intake-failed", error=describe(exc)))
+            raise Fail(msg("lock.intake"), msg("lock.intake-failed", id=event["id"], error=describe(exc)))
         finally:
             second.close()
         done.append(event["id"])
         return True
 
-    impl.dispatch(con, send, 1)
-    expect(done == ["first"], msg("lock.sent-once"), msg("lock.sent-for", ids=repr(done)))
+    impl.dispatch(con, send, len(LOCK_BATCH))
+    expect(done == list(LOCK_BATCH), msg("lock.sent-each"), msg("lock.sent-for", ids=repr(done)))
     flags = sent_flags(db)
-    expect(flags == {"first": 1, "taken-during-send": 0}, msg("lock.flags"), msg("sent-flags", flags=repr(flags)))
+    want = dict({event_id: 1 for event_id in LOCK_BATCH}, **{"taken-during-%d" % n: 0 for n in range(len(LOCK_BATCH))})
+    expect(flags == want, msg("lock.flags"), msg("sent-flags", flags=repr(flags)))
     return msg("no-lock-during-send.passed"), msg("as-expected")
 
 
@@ -299,6 +351,13 @@ def check_batch_limit(impl, db):
     marked = impl.dispatch(con, send, 2)
     expect(sent == ["m", "k"], msg("batch.next"), msg("batch.sent", ids=repr(sent)))
     expect(marked == 1, msg("batch.counts"), msg("batch.counted", value=describe_value(marked)))
+    # dispatch(con, send), its limit left out: the stub's default, 16, with 20 pending.
+    waiting = ["default-%02d" % n for n in range(20)]
+    for event_id in waiting:
+        impl.intake(con, {"id": event_id, "sku": "batch", "qty": 1})
+    del sent[:]
+    marked = impl.dispatch(con, lambda event: sent.append(event["id"]) or True)
+    expect(sent == waiting[:16], msg("batch.default"), msg("batch.sent-count", count=len(sent), ids=repr(sent[:3])))
     return msg("batch-limit.passed"), msg("as-expected")
 
 
@@ -356,8 +415,8 @@ BAD_EVENTS = (
 )
 
 
-@in_process
-def check_validate_event(impl, db):
+@seeded
+def check_validate_event(impl, db, seed=corpus.DEFAULT_SEED):
     for good in (GOOD_EVENT, {"id": "a", "sku": "Z", "qty": 1}, {"id": "A-1:b.c_d", "sku": "0", "qty": 999999}):
         given = dict(good)
         out = impl.validate_event(given)
@@ -371,7 +430,8 @@ def check_validate_event(impl, db):
         expect(field is None or field in str(exc), msg("validate.names", event=repr(event), field=field),
                msg("validate.message", message=str(exc)))
         expect(given == event, msg("validate.untouched", event=repr(event)), msg("validate.changed", got=repr(given)))
-    return msg("validate-event.passed", count=len(BAD_EVENTS)), msg("as-expected")
+    count = corpus_checks.validate_event(impl, seed)
+    return msg("validate-event.passed", count=len(BAD_EVENTS)), msg("corpus.passed", count=count, seed=seed)
 
 
 INVALID_INTAKES = (dict(SNACK, qty=True), dict(SNACK, id="snack 7"), dict(SNACK, extra=1))
@@ -415,8 +475,8 @@ def check_intake_idempotent(impl, db):
     return msg("intake-idempotent.passed"), msg("as-expected")
 
 
-@in_process
-def check_mark_sent(impl, db):
+@seeded
+def check_mark_sent(impl, db, seed=corpus.DEFAULT_SEED):
     con = connect(impl, "init_store", db)
     for event_id in ("a", "b"):
         impl.intake(con, {"id": event_id, "sku": "mark", "qty": 1})
@@ -427,50 +487,53 @@ def check_mark_sent(impl, db):
     expect(first is True and second is False, msg("mark.true-false"), msg("mark.gave", first=repr(first), second=repr(second)))
     expect_raises(lambda: impl.mark_sent(con, "nope"), "KeyError", msg("mark.unknown"))
     expect(sent_flags(db) == {"a": 0, "b": 1}, msg("mark.unknown-nothing"), msg("sent-flags", flags=repr(sent_flags(db))))
-    return msg("mark-sent.passed"), msg("as-expected")
+    # The corpus, on the same DB (a and b in it, b sent): ids a pattern, a letter case or a loose comparison confuse.
+    for event_id in corpus.marks.STORED:
+        impl.intake(con, {"id": event_id, "sku": "mark", "qty": 1})
+    watcher = read_only(db)
+    try:
+        count = corpus_checks.mark_sent(impl, con, lambda: dict(watcher.execute("SELECT event_id, sent FROM outbox")), seed,
+                                        known=("a", "b"), marked=("b",))
+    finally:
+        watcher.close()
+    return msg("mark-sent.passed"), msg("corpus.passed", count=count, seed=seed)
 
 
-BAD_URLS = (
-    "http://10.0.0.1:9/events", "http://example.invalid/events", "https://127.0.0.1/events",
-    "http://127.0.0.1:{port}/other", "http://user@127.0.0.1:{port}/events", "http://127.0.0.1:{port}/events?x=1",
-    "http://127.0.0.1:{port}/events#top", "ftp://127.0.0.1:{port}/events", "http://127.0.0.1:{port}/events/",
-    # The edges of loopback and of the port (docs/participants.md, "The URL rule").
-    "http://127.000.0.1:{port}/events", "http://127.0.0.256:{port}/events", "http://127.1:{port}/events",
-    "http://127.0.0.1:/events", "http://127.0.0.1:0/events", "http://127.0.0.1:65536/events",
-    "http://127.0.0.1:0{port}/events",
-)
-# Loopback, so send_http must try them: nothing listens on {closed}, which makes each a DeliveryError.
-LOOPBACK_URLS = (
-    "http://LOCALHOST:{closed}/events", "http://127.0.0.1:{closed}/events", "http://127.1.2.3:{closed}/events",
-    "http://[::1]:{closed}/events",
-)
+class NetworkGuard:
+    """check_url_rule's audit hook, in the step: refuses every socket event ("all"), only connect ("connect"), or none.
+
+    The corpus calls send_http on it: each call goes to the step under the mode armed, and what the hook
+    refused there comes back with its outcome.
+    """
+
+    def __init__(self, impl):
+        self.impl, self.mode = impl, None
+        self.seen, self.ports = [], []
+
+    def arm(self, mode):
+        self.mode, self.seen, self.ports = mode, [], []
+
+    def disarm(self):
+        """Stop acting; (the socket events it refused, the ports a connect was refused to)."""
+        self.mode = None
+        return self.seen, self.ports
+
+    def send_http(self, url, event, timeout):
+        exc, value, self.seen, self.ports = self.impl.guarded("send_http", url, event, mode=self.mode, timeout=timeout)
+        if exc is not None:
+            raise exc
+        return value
 
 
-@in_process
-def check_url_rule(impl, db):
+@seeded
+def check_url_rule(impl, db, seed=corpus.DEFAULT_SEED):
     trap = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # a loopback trap that must see nothing
     try:
         trap.bind(("127.0.0.1", 0))
         trap.listen(8)
         trap.setblocking(False)
-        port = trap.getsockname()[1]
-        for template in BAD_URLS:
-            url = template.format(port=port)
-            # Every socket operation is refused in the step while this call runs (an audit hook there).
-            exc, _, seen = impl.guarded("send_http", url, dict(SNACK), timeout=2)
-            expected = msg("url.refused", url=url)
-            expect(not seen, expected, msg("url.socket", event=seen[0] if seen else ""))
-            expect(exc is not None, expected, msg("call.returned"))
-            expect("ValueError" in mro(exc), expected, wrong_class("ValueError", exc))
-        closed = closed_port()
-        for template in LOOPBACK_URLS:
-            url = template.format(closed=closed)
-            exc = raised(lambda: impl.send_http(url, dict(SNACK), timeout=2))
-            expected = msg("url.loopback", url=url)
-            expect(exc is not None, expected, msg("call.returned"))
-            names = mro(exc)
-            expect("ValueError" not in names, expected, msg("url.refused-loopback", error=describe(exc)))
-            expect("DeliveryError" in names, expected, wrong_class("DeliveryError", exc))
+        guard = NetworkGuard(impl)
+        count = corpus_checks.url_rule(guard, seed, guard, trap.getsockname()[1], closed_port(), SNACK)
         try:
             peer, _ = trap.accept()
         except (BlockingIOError, socket.timeout):
@@ -480,7 +543,7 @@ def check_url_rule(impl, db):
         expect(peer is None, msg("url.trap-empty"), msg("url.trap-hit"))
     finally:
         trap.close()
-    return msg("url-rule.passed", count=len(BAD_URLS), loopback=len(LOOPBACK_URLS)), msg("as-expected")
+    return msg("url-rule.passed", count=count), msg("corpus.passed", count=count, seed=seed)
 
 
 def closed_port():
@@ -614,8 +677,15 @@ def check_wrong_database(impl, db):
     try:
         # The sink process still has it open: its tables may be in sink.db-wal only, not yet in sink.db.
         refuses(impl, "init_store", sink, msg("wrongdb.refused-open", opener="init_store"))
+        # What a killed sink process leaves: a copy of its file and its -wal, commits in it, no connection open.
+        commit_elsewhere(sink)
+        killed = path("killed-sink.db")
+        for suffix in ("", "-wal"):
+            if os.path.exists(sink + suffix):
+                shutil.copyfile(sink + suffix, killed + suffix)
     finally:
         sink_con.close()
+    refuses(impl, "init_store", killed, msg("wrongdb.refused-killed", opener="init_store"))
     for opener, other, kind in (("init_store", sink, "sink"), ("init_sink", source, "source")):
         refuses(impl, opener, other, msg("wrongdb.refused", opener=opener, kind=kind))
     with open(path("notes.txt"), "wb") as f:
@@ -643,6 +713,18 @@ def check_wrong_database(impl, db):
     takes_as_new(impl, "init_sink", path("blank-sink.db"), ("inbox", "inventory", "deliveries"),
                  msg("wrongdb.new-blank", opener="init_sink"))
     return msg("wrong-database.passed"), msg("as-expected")
+
+
+def commit_elsewhere(db):
+    """With the grader's own connection, commit a table of its own to `db`: commits that sit in its -wal."""
+    con = common.connect(db)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("CREATE TABLE IF NOT EXISTS grader_commits (n INTEGER)")
+        con.execute("INSERT INTO grader_commits VALUES (1)")
+        con.execute("COMMIT")
+    finally:
+        con.close()
 
 
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}

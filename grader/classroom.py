@@ -101,7 +101,19 @@ def run_check(grader, check, lang, context=None):
             "expected_message": expected, "observed_message": observed,
             "text": (render(expected, lang), render(observed, lang)),
             "seconds": round(time.monotonic() - started, 3), "traceback": error,
-            "output": dict(getattr(context, "output", None) or {"printed": 0, "dropped": 0})}
+            "output": dict(getattr(context, "output", None) or {"printed": 0, "dropped": 0}),
+            "worker": worker_evidence(context, status)}
+
+
+def worker_evidence(context, status):
+    """What the worker's own code showed in a failed check: its innermost frames, the last lines it printed.
+
+    Empty for a check that passed, or that failed without either. Raw: each is escaped where it is shown.
+    """
+    seen = getattr(context, "worker", None) or {}
+    if status != "fail":
+        return {"traceback": [], "printed": []}
+    return {"traceback": list(seen.get("traceback") or []), "printed": list(seen.get("printed") or [])}
 
 
 def not_compiling(check, error, lang):
@@ -110,7 +122,7 @@ def not_compiling(check, error, lang):
     return {"name": check.name, "status": "fail", "ok": False, "expected": render(expected, "en"),
             "observed": render(observed, "en"), "expected_message": expected, "observed_message": observed,
             "text": (render(expected, lang), render(observed, lang)), "seconds": 0.0, "traceback": None,
-            "output": {"printed": 0, "dropped": 0}}
+            "output": {"printed": 0, "dropped": 0}, "worker": {"traceback": [], "printed": []}}
 
 
 class Graded:
@@ -163,7 +175,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
         for worker in workers:
             grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
                             isolation=getattr(options, "isolation", "all"),
-                            shared_folder=folders[os.path.dirname(worker.path)] > 1)
+                            shared_folder=folders[os.path.dirname(worker.path)] > 1, seed=options.seed)
             grader.allow_kit_imports = getattr(options, "allow_kit_imports", False)
             one = Graded(worker, grader, checks)
             graded.append(one)

@@ -19,6 +19,7 @@ from . import __version__, box, contain, report
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
+from .corpus import DEFAULT_SEED
 from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
@@ -163,6 +164,7 @@ def parse_args(argv, lang):
     options.add_argument("--json", action="store_true", help=t("cli.help.json"))
     options.add_argument("--report", metavar="DIR", help=t("cli.help.report"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
+    options.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
@@ -319,6 +321,11 @@ def show_result(result, args):
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
+    for frame in result["worker"]["traceback"]:
+        print(text(lang, "report.frame", blank="", file=shown(frame["file"]), line=frame["line"],
+                   function=shown(frame["function"]), code=shown(frame["code"])))
+    for line in result["worker"]["printed"]:
+        print(text(lang, "report.printed", blank="", line=shown(line)))
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()
@@ -345,6 +352,7 @@ def show_totals(one, args, seconds):
         print(text(lang, "report.kept", path=one.grader.tmp))
     show_isolation(one, lang)
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
+    print(text(lang, "report.seed", seed=one.grader.seed))
     if counts["error"]:
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))

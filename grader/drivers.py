@@ -9,7 +9,8 @@ import argparse
 import json
 import time
 
-from . import checks
+from . import checks, corpus
+from .corpus import checks as corpus_checks
 from .checks import EVENT_KEYS, connect, describe, describe_value, keys_of, mro
 from .common import INTAKE_CRASH, PUBLISHER_CRASH, SNACK, Fail, msg
 from .remote import Crash, Handle
@@ -63,11 +64,19 @@ def drive_publish(impl, args, lines):
 def error_line(exc, stage=None):
     names = mro(exc)
     return {"kind": "error", "type": names[0] if names else "?", "mro": names, "message": describe(exc), "stage": stage,
-            "function": getattr(exc, "function", None)}
+            "function": getattr(exc, "function", None), "call": getattr(exc, "call", None),
+            "frames": getattr(exc, "frames", [])}
 
 
 def drive_send(impl, args, lines):
-    """send_http(url, snack-7, timeout=--send-timeout) to --url, or to each URL of --urls (a JSON list), in turn."""
+    """send_http(url, snack-7, timeout=--send-timeout) to --url, or to each URL of --urls (a JSON list), in turn.
+
+    With --corpus acks: the ACK corpus's part --part of --parts to --url, one "outcome" record a case.
+    """
+    if args.corpus == "acks":
+        corpus_checks.send_acks(impl, args.url, args.seed, lambda n, got: lines.append({"kind": "outcome", "n": n, "outcome": got}),
+                                args.part, args.parts)
+        return 0
     for url in json.loads(args.urls) if args.urls else [args.url]:
         started = time.monotonic()
         try:
@@ -86,7 +95,8 @@ def drive_send(impl, args, lines):
 
 
 def drive_check(impl, args, lines):
-    expected, observed = checks.IN_PROCESS[args.check](impl, args.db)
+    extra = {"seed": args.seed} if args.check in checks.SEEDED else {}
+    expected, observed = checks.IN_PROCESS[args.check](impl, args.db, **extra)
     lines.append({"kind": "verdict", "ok": True, "expected": expected, "observed": observed})
     return 0
 
@@ -109,4 +119,8 @@ def parse_args(argv):
     parser.add_argument("--send-timeout", type=float)
     parser.add_argument("--crash-after-ack", action="store_true")
     parser.add_argument("--crash-after-first-commit", action="store_true")
+    parser.add_argument("--seed", type=int, default=corpus.DEFAULT_SEED)
+    parser.add_argument("--corpus", choices=("acks",))
+    parser.add_argument("--part", type=int, default=0)
+    parser.add_argument("--parts", type=int, default=1)
     return parser.parse_args(argv)

@@ -10,6 +10,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -22,6 +23,7 @@ import time
 from . import box, contain, drivers, remote
 from .capture import Capture, Lines, follow
 from .common import SNACK, Fail, expect, msg, read_only, wrong_class
+from .corpus import DEFAULT_SEED
 from .text import data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -156,8 +158,9 @@ class Child:
 class Run:
     """What one child did: exit status, its protocol lines, the last line of its stderr, what it printed."""
 
-    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None):
+    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None, printed=()):
         self.what = what  # a message: "publisher #1"
+        self.printed = list(printed)  # the last lines the worker printed in it (stdout, then stderr), unescaped
         self.status = status  # its exit status; -N if signal N ended it
         self.lines = lines
         self.stderr = stderr
@@ -186,6 +189,12 @@ class Run:
     def summary(self):
         """A message saying why this child did not do what it should have."""
         if self.timed_out is not None:
+            calls = self.all("call")
+            if calls and calls[-1].get("function") == "import":
+                return msg("run.import-timed-out", what=self.what, seconds="%g" % self.timed_out)
+            if calls and calls[-1].get("function"):
+                return msg("run.timed-out-in", what=self.what, seconds="%g" % self.timed_out,
+                           function=str(calls[-1].get("function")))
             return msg("run.timed-out", what=self.what, seconds="%g" % self.timed_out)
         limit = self.limit()
         if limit is not None:
@@ -239,9 +248,10 @@ class Grader:
     HOME and TMPDIR inside it), under `limits` (default_limits(timeout)).
     """
 
-    def __init__(self, impl, timeout, keep, limits=None, isolation="all", shared_folder=False):
+    def __init__(self, impl, timeout, keep, limits=None, isolation="all", shared_folder=False, seed=DEFAULT_SEED):
         self.impl = impl
         self.allow_kit_imports = False  # --allow-kit-imports: the own-work check lets a worker use the kit
+        self.seed = seed  # of every corpus: each step gets it, the report shows it
         self.timeout = timeout
         self.limits = limits or default_limits(timeout)
         self.protections_off = contain.protect_host()
@@ -309,11 +319,12 @@ class Grader:
         Run's lines are the driver's own records and, if the step could not
         start (its import failed), what the step said of that.
         """
-        driver, parsed = drivers.DRIVERS[role], drivers.parse_args(list(args))
+        driver, parsed = drivers.DRIVERS[role], drivers.parse_args(list(args) + ["--seed", str(self.seed)])
         session = remote.Session()
         child = self.start("serve", needs, (), env, folder or self.workdir("run"), session.on_line)
         if child.timed_out:  # the worker's import ran past --timeout: no step
-            return Run(what, None, [], "", timed_out=self.timeout, output=child.output(), limits=self.limits)
+            return Run(what, None, [{"kind": "call", "function": "import"}], "", timed_out=self.timeout,
+                       output=child.output(), limits=self.limits)
         child.lines.keep = False
         deadline = time.monotonic() + self.timeout  # audit: G54
         followed = []
@@ -327,7 +338,7 @@ class Grader:
                    msg("impl.missing", names=", ".join(str(name) for name in missing) if isinstance(missing, list) else "?"))
             status = driver(remote.Remote(session), parsed, lines)
         except remote.StepEnded:
-            pass
+            lines.append(session.now_running())  # what a hang ran into, for Run.summary
         except Fail as fail:
             session.fail = session.fail or fail
         except remote.RemoteError as exc:
@@ -340,7 +351,8 @@ class Grader:
         status = child.finish()
         timed_out = bool(followed and followed[0])
         return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
-                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits)
+                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
+                   printed=printed_lines(child, lines + session.said))
 
     @contextlib.contextmanager
     def sink(self, db, needs, fault=None, folder=None, output=None):
@@ -358,6 +370,25 @@ class Grader:
             if output is not None:
                 for key, value in handle.child.output().items():
                     output[key] += value
+
+
+PRINTED_LINES = 5  # the last lines of what a worker printed that a failure shows
+PRINTED_CHARS = 200  # of each
+DROPPED = re.compile(r"\[\.\.\. [0-9]+ bytes dropped \.\.\.\]")  # capture.Capture's mark, not the worker's
+
+
+def printed_lines(child, lines):
+    """The last PRINTED_LINES lines the worker printed in `child` (its stdout, then its stderr), each cut short.
+
+    Not the grader's own report of an error on stderr (a traceback the child prints after its error line):
+    its frames are in the error line already, the worker's alone.
+    """
+    err = child.err.text()
+    if any(line.get("kind") == "error" for line in lines):
+        err = err.rsplit("Traceback (most recent call last):", 1)[0]
+    lines = [line for text in (child.out.text(), err) for line in text.splitlines()
+             if line.strip() and not DROPPED.fullmatch(line)]
+    return [line[:PRINTED_CHARS] for line in lines[-PRINTED_LINES:]]
 
 
 class Zygote:
@@ -416,8 +447,8 @@ class Zygote:
         deadline = time.monotonic() + grader.timeout
         while not ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
             pass
-        said = [line for line in self.child.lines.lines if line.get("kind") != "box"]
-        if ready.is_set() and said[:1] and said[0].get("kind") == "ready":
+        kinds = [line.get("kind") for line in self.child.lines.lines if line.get("kind") not in ("call", "box")]
+        if ready.is_set() and kinds[:1] == ["ready"]:
             self.threads.append(threading.Thread(target=self._listen, daemon=True))
             self.threads[-1].start()
             return "ready"
@@ -563,6 +594,7 @@ class Unstarted:
 
     def __init__(self):
         self.out, self.err, self.lines = Capture(), Capture(), Lines()
+        self.lines.lines.append({"kind": "call", "function": "import"})  # it is the import that did not finish
         self.ended = threading.Event()
         self.ended.set()
 
@@ -590,7 +622,9 @@ class CheckContext:
     def __init__(self, grader, name, needs):
         self.grader, self.name, self.needs = grader, name, needs
         self.timeout = grader.timeout
+        self.seed = grader.seed
         self.output = {"printed": 0, "dropped": 0}  # what the worker printed in this check's steps, in all
+        self.worker = {"traceback": [], "printed": []}  # of its last step that raised or printed: shown if it fails
 
     def workdir(self):
         return self.grader.workdir(self.name)
@@ -602,6 +636,11 @@ class CheckContext:
         run = self.grader.run(what, role, self.needs, *args, env=env, folder=self.workdir())
         for key in self.output:
             self.output[key] += run.output[key]
+        error = run.first("error")
+        if error and error.get("frames"):
+            self.worker["traceback"] = error["frames"]
+        if run.printed:
+            self.worker["printed"] = run.printed
         return run
 
     def sink(self, db, fault=None):
@@ -674,8 +713,9 @@ class SinkProcess:
 class FakeSink:
     """A loopback HTTP server of the grader's own that answers with a fixed behaviour.
 
-    `answer(event_id) -> (status, headers, body bytes)`; `hits` lists every
-    request that reached it, whatever its path or method (a trap must see none).
+    `answer(event_id) -> (status, headers, body bytes)`, or the bytes of a whole response, written as they are
+    before the connection closes; `hits` lists every request that reached it, whatever its path or method (a
+    trap must see none).
     """
 
     def __init__(self, answer=None):
@@ -691,7 +731,12 @@ class FakeSink:
                     event_id = json.loads(body.decode("utf-8")).get("id")
                 except (ValueError, AttributeError):
                     event_id = None
-                status, headers, payload = answer(event_id) if answer else (502, [], b'{"error": "trap"}')
+                reply = answer(event_id) if answer else (502, [], b'{"error": "trap"}')
+                if isinstance(reply, bytes):
+                    self.close_connection = True
+                    self.wfile.write(reply)
+                    return
+                status, headers, payload = reply
                 self.send_response(status)
                 for name, value in headers:
                     self.send_header(name, value)
@@ -720,6 +765,17 @@ class FakeSink:
         self.server.shutdown()
         self.thread.join(5)
         self.server.server_close()
+
+
+class AnswerSink(FakeSink):
+    """A FakeSink that writes, for each event id of `answers`, those exact bytes, then closes the connection.
+
+    `answers` maps an event id to the raw HTTP response for it (grader.corpus.acks.raw_answer); an id it
+    does not know gets a 502. The ACK corpus uses it: one server for every case, told apart by the id.
+    """
+
+    def __init__(self, answers):
+        super().__init__(lambda event_id: answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
 
 
 TRICKLE_INTERVAL = 0.2  # seconds between two bytes of the trickled answer

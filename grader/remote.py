@@ -49,6 +49,8 @@ class RemoteError(Exception):
         self.message = text(fields.get("message", self.type))
         self.text = text(fields.get("text", ""), 4096)
         self.function = fields.get("function") if fields.get("function") in CONTRACT else None
+        self.call = text(fields["call"], 200) if self.function and isinstance(fields.get("call"), str) else None
+        self.frames = frames_of(fields.get("frames"))
         self.handle = fields.get("handle") if isinstance(fields.get("handle"), int) else None
         super().__init__(self.text)
 
@@ -90,19 +92,23 @@ class Remote:
             raise AttributeError(name)
         return lambda *args, **kwargs: self._session.call("call", args, kwargs, fn=name)
 
-    def guarded(self, name, *args, **kwargs):
-        """Call `name` with every socket refused in the step; (exception or None, value, refused socket events)."""
-        answer = self._session.call("guarded", args, kwargs, fn=name)
-        if not (isinstance(answer, list) and len(answer) == 4 and isinstance(answer[3], list)):
-            return RemoteError({"type": "?", "message": "an answer that is not the grader's"}), None, []
+    def guarded(self, name, *args, mode="all", **kwargs):
+        """Call `name` under the step's audit hook in `mode` ("all": every socket refused, "connect": connect only).
+
+        (exception or None, value, refused socket events, ports a connect was refused to).
+        """
+        answer = self._session.call("guarded", args, kwargs, fn=name, mode=mode)
+        if not (isinstance(answer, list) and len(answer) == 5 and isinstance(answer[3], list) and isinstance(answer[4], list)):
+            return RemoteError({"type": "?", "message": "an answer that is not the grader's"}), None, [], []
         events = [text(e) for e in answer[3]]
+        ports = [p if isinstance(p, int) and not isinstance(p, bool) else text(p) for p in answer[4]]
         if answer[0] == "raised":
             fields = answer[2] if isinstance(answer[2], dict) else {}
             error = self._session.error(fields, name)
             if isinstance(error, Fail):
                 raise error  # the call itself refused the stub's parameters
-            return error, None, events
-        return None, answer[1], events
+            return error, None, events, ports
+        return None, answer[1], events, ports
 
     def best_time(self, name, rounds, *args):
         """The fastest of `rounds` calls of `name`, timed in the step (no socket round trip in it)."""
@@ -134,6 +140,8 @@ class Session:
         self.said = []  # the step's own lines that are no answer (its import failed, say)
         self.number = self.depth = 0
         self.same = False  # whether the last call returned one of its own arguments (the same object)
+        self.running = []  # the contract functions running now, outermost first (None: a callback of the grader's)
+        self.answered = False  # whether the step ever answered: until then, a hang is its import's
         self.fd = self.reader = None
 
     def attach(self, fd, reader):
@@ -183,8 +191,12 @@ class Session:
 
     def call(self, op, args, kwargs, **fields):
         """A request whose dict and list arguments come back as the step left them (a call may change them)."""
-        answer = self.request(op, args=[self.encode(a) for a in args],
-                              kwargs={k: self.encode(v) for k, v in kwargs.items()}, **fields)
+        self.running.append(fields.get("fn") if fields.get("fn") in CONTRACT else None)
+        try:
+            answer = self.request(op, args=[self.encode(a) for a in args],
+                                  kwargs={k: self.encode(v) for k, v in kwargs.items()}, **fields)
+        finally:
+            self.running.pop()
         value, after, self.same = answer
         if isinstance(after, list):
             for arg, state in zip(args, after):
@@ -200,6 +212,7 @@ class Session:
             line = self.wait()
             kind = line.get("kind")
             if kind == "reply" and line.get("id") == number:
+                self.answered = True
                 break
             if kind == "callback":
                 self.run_callback(line)
@@ -233,6 +246,7 @@ class Session:
         kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
         reply = {"op": "reply", "id": line.get("id")}
         self.depth += 1
+        self.running.append(None)
         try:
             if function is None or self.depth > MAX_NESTING:
                 raise RuntimeError("no such callback, or callbacks nested past %d" % MAX_NESTING)
@@ -251,8 +265,18 @@ class Session:
             reply["raise"] = {"type": type(exc).__name__, "message": str(exc), "token": token}
         finally:
             self.depth -= 1
+            self.running.pop()
         reply["args_after"] = [self.encode(a) if not isinstance(a, Handle) else None for a in args]
         self.send(reply)
+
+    def now_running(self):
+        """A "call" record: the contract function that runs now (None: the grader's own code), "import" before any answer.
+
+        A hang then names the function that did not return, and never one that already had.
+        """
+        if not self.answered:
+            return {"kind": "call", "function": "import"}
+        return {"kind": "call", "function": self.running[-1] if self.running else None}
 
     def close(self, status=0):
         """Say the step is over (it exits with `status`), if it is still there to hear it."""
@@ -264,4 +288,21 @@ class Session:
 
 def fields_of(exc):
     """The fields of an "error" line (parent.Run reads them) for a RemoteError."""
-    return {"type": exc.type, "mro": exc.mro, "message": exc.message, "function": exc.function}
+    return {"type": exc.type, "mro": exc.mro, "message": exc.message, "function": exc.function, "call": exc.call,
+            "frames": exc.frames}
+
+
+FRAMES = 3  # of the worker's own, at most, that a report shows
+
+
+def frames_of(value):
+    """The step's frames of the worker's own code, as data of known shape: [{file, line, function, code}]."""
+    if not isinstance(value, list):
+        return []
+    frames = []
+    for frame in value[-FRAMES:]:
+        if isinstance(frame, dict):
+            line = frame.get("line")
+            frames.append({"file": text(frame.get("file", "?"), 200), "line": line if isinstance(line, int) else 0,
+                           "function": text(frame.get("function", "?"), 200), "code": text(frame.get("code", ""), 200)})
+    return frames

@@ -241,6 +241,14 @@ def request_bytes(head_lines, body=b"", *, method="POST", target="/events"):
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
+def source_rows(con):
+    """Every row of a source DB's orders and outbox tables, on `con`."""
+    return (
+        con.execute("SELECT * FROM orders ORDER BY id").fetchall(),
+        con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
+    )
+
+
 def snapshot(path):
     """Every row of the three sink tables, read through a fresh connection."""
     con = sqlite3.connect(path)

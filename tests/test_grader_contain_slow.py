@@ -99,7 +99,7 @@ class ContainedRunTest(TempDirTestCase):
         status, report, seconds = self.grade(worker, "-k", "mark-sent", "-k", "crash-after-ack", steps=1)
         self.assertEqual(status, 1)
         for check in report["checks"]:
-            self.assertRegex(check["observed"], r"timed out after 3 s \(killed\)$")
+            self.assertRegex(check["observed"], r"timed out after 3 s \(killed\): your init_store did not return$")
             self.assertGreater(check["output"]["dropped"], 0)
 
     def test_setsid_and_double_forked_processes_end_with_their_step(self):

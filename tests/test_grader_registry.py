@@ -67,6 +67,13 @@ class RegistryTest(unittest.TestCase):
             self.assertNotRegex(source, r"from \.+(parent|scenarios|registry|cli|checks|drivers|remote)\b|"
                                         r"import (parent|scenarios|registry|cli|checks|drivers|remote)\b")
 
+    def test_the_registry_names_in_process_checks_as_strings_and_checks_py_has_each(self):
+        """Issue 22: the registry names each in-process check by its function's name, each one of checks.py."""
+        from grader import checks
+        named = [check.run.child_function for check in CHECKS if hasattr(check.run, "child_function")]
+        self.assertGreaterEqual(len(named), 10)  # the probe finds the in-process checks at all
+        self.assertEqual(sorted(named), sorted(checks.IN_PROCESS))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,8 +10,10 @@ stay here behind a handle (wire.py).
 import builtins
 import json
 import os
+import re
 import sys
 import time
+import traceback
 
 from .. import contain, wire
 from ..common import MARK
@@ -62,6 +64,9 @@ class Callback:
 
     def __call__(self, *args, **kwargs):
         return self._server.callback(self._number, args, kwargs)
+
+    def __repr__(self):
+        return "<function of the grader's>"  # what a call the report shows says of it, the same in every run
 
 
 class Server:
@@ -179,8 +184,10 @@ class Server:
     def error(self, exc, name):
         token = next((t for t, e in self.raised.items() if e is exc), None)
         named = self.named.get(id(exc))
+        named = named if named and named[0] is exc else None
         return {"type": wire.type_name(exc), "mro": wire.mro_names(exc), "message": describe(exc), "text": text_of(exc),
-                "function": named[1] if named and named[0] is exc else None, "token": token,
+                "function": named[1] if named else None, "call": named[2] if named else None,
+                "frames": worker_frames(exc), "token": token,
                 "signature": isinstance(exc, Signature),
                 "handle": self.keep(exc)["$h"]}  # so that a callback can raise it again, as it was
 
@@ -195,16 +202,19 @@ class Server:
             except TypeError as exc:
                 if exc.__traceback__.tb_next is None:  # raised by the call itself: the parameters are not the stub's
                     raise Signature(name, signature, describe(exc)) from None
-                self.name_it(exc, name)
+                self.name_it(exc, name, args, kwargs)
                 raise
             except BaseException as exc:  # noqa: B902
-                self.name_it(exc, name)
+                self.name_it(exc, name, args, kwargs)
                 raise
         return call
 
-    def name_it(self, exc, name):
+    def name_it(self, exc, name, args, kwargs):
+        """Mark `exc` with the innermost contract function it left, and the call: `name(args, kwargs)`, each clipped."""
         if id(exc) not in self.named or self.named[id(exc)][0] is not exc:
-            self.named[id(exc)] = (exc, name)
+            call = "%s(%s)" % (name, ", ".join([clipped(a) for a in args] +
+                                               ["%s=%s" % (k, clipped(v)) for k, v in kwargs.items()]))
+            self.named[id(exc)] = (exc, name, call)
 
     def op_call(self, request, name, args, kwargs):
         if name not in CONTRACT:
@@ -221,26 +231,31 @@ class Server:
         return self.objects[request["of"]](*args, **kwargs)
 
     def op_clock(self, request, name, args, kwargs):
-        """time.time and time.time_ns give `now` from here on (None: the real clock again)."""
+        """Every clock of the time module a worker might read gives `now` from here on (None: the real clocks again)."""
         now = request["now"]
-        if now is None:
-            time.time, time.time_ns = REAL_CLOCK
-        else:
-            time.time, time.time_ns = (lambda: now), (lambda: int(now * 1e9))
+        for clock, real in REAL_CLOCKS.items():
+            if now is None:
+                setattr(time, clock, real)
+            else:
+                setattr(time, clock, (lambda: int(now * 1e9)) if clock.endswith("_ns") else (lambda: now))
 
     def op_guarded(self, request, name, args, kwargs):
-        """The contract call, with every socket operation refused while it runs; [what it gave, the refused events]."""
+        """The contract call under the audit hook armed in `mode` ("all", "connect" or None).
+
+        [how it ended, what it gave, its error, the refused socket events, the ports a connect was refused to].
+        """
         if self.guard is None:
             self.guard = NetworkGuard()
-        self.guard.armed, self.guard.seen = True, []
+        self.guard.arm(request.get("mode"))
         try:
             result = self.contract(name)(*args, **kwargs)
         except Exception as exc:
-            seen, self.guard.armed = list(self.guard.seen), False
-            return ["raised", None, self.error(exc, name), seen]
+            seen, ports = self.guard.disarm()
+            return ["raised", None, self.error(exc, name), seen, ports]
         finally:
-            self.guard.armed = False
-        return ["returned", result, None, list(self.guard.seen)]
+            self.guard.disarm()
+        seen, ports = self.guard.disarm()
+        return ["returned", result, None, seen, ports]
 
     def op_best_time(self, request, name, args, kwargs):
         """The fastest of `rounds` calls of the contract function, in seconds: timed here, where no socket adds to it."""
@@ -269,15 +284,29 @@ class Signature(TypeError):
 
 
 class NetworkGuard:
+    """The audit hook of check_url_rule: refuses every socket event ("all"), only connect ("connect"), or none."""
+
     def __init__(self):
-        self.armed = False
-        self.seen = []
+        self.mode = None
+        self.seen, self.ports = [], []
         sys.addaudithook(self.hook)  # for the life of this step's process; it acts only while armed
 
+    def arm(self, mode):
+        self.mode, self.seen, self.ports = mode, [], []
+
+    def disarm(self):
+        """Stop acting; (the socket events it refused, the ports a connect was refused to)."""
+        self.mode = None
+        return list(self.seen), list(self.ports)
+
     def hook(self, event, args):
-        if self.armed and event in NETWORK_EVENTS:
+        if self.mode == "all" and event in NETWORK_EVENTS:
             self.seen.append(event)
             raise NetworkBlocked("the grader refused %s: the URL had to be refused first" % event)
+        if self.mode == "connect" and event == "socket.connect":
+            address = args[1]
+            self.ports.append(address[1] if isinstance(address, tuple) and len(address) >= 2 else address)
+            raise NetworkBlocked("the grader refused the connection: the port it was to is what it checks")
 
 
 def is_connection(value):
@@ -294,7 +323,10 @@ def flush_and_exit(status):
     os._exit(status)
 
 
-REAL_CLOCK = (time.time, time.time_ns)
+CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns")
+REAL_CLOCKS = {clock: getattr(time, clock) for clock in CLOCKS}
+WORKER = {"file": None}  # the worker's file, set by main.py's load_impl
+FRAMES = 3  # innermost frames of the worker's own a report shows
 EXIT_AFTER_FIRST_COMMIT = []  # sink.faults.exit_after_first_commit, set by main.py before the kit leaves sys.path
 KIT = []  # the kit's folder, set by main.py
 
@@ -308,3 +340,35 @@ def kit_modules():
                 os.path.abspath(path).startswith(root + os.sep):
             found.append(name)
     return sorted(found)
+
+
+def worker_frames(exc):
+    """[{file, line, function, code}] for the innermost FRAMES frames of `exc` in the worker's own code.
+
+    Its own code: its file, and files beside or below it that are not the kit's or the grader's; every
+    other frame (the grader's calls, the kit's packages, the standard library) is left out.
+    """
+    path = WORKER["file"]
+    if path is None:
+        return []
+    folder = os.path.dirname(path)
+    root = KIT[0] if KIT else None
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        where = os.path.abspath(frame.filename)
+        if where == path or (where.startswith(folder + os.sep) and not (root and where.startswith(root + os.sep))):
+            frames.append({"file": os.path.relpath(where, folder), "line": frame.lineno, "function": frame.name,
+                           "code": (frame.line or "")[:200]})
+    return frames[-FRAMES:]
+
+
+def clipped(value):
+    """repr(value), at most 80 characters; a file path as its name alone (the folder is the grader's)."""
+    if isinstance(value, str) and os.path.isabs(value):
+        value = os.path.basename(value)
+    try:
+        text = repr(value)
+    except Exception:  # a worker's object whose repr raises
+        text = "<%s>" % wire.type_name(value)
+    text = re.sub(r" object at 0x[0-9a-fA-F]+>", ">", text)  # the same call reads the same in every run
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -56,6 +56,7 @@ def leave_the_kit(impl):
 def load_impl(path):
     """Import the worker module from `path`, the kit off sys.path; ImportFailed naming the error."""
     leave_the_kit(path)
+    calls.WORKER["file"] = os.path.abspath(path)
     spec = importlib.util.spec_from_file_location("worker_under_test", path)  # audit: G51
     module = importlib.util.module_from_spec(spec)
     try:

@@ -9,6 +9,7 @@ writing is outbox.core.readonly; bringing an older file up to date, outbox.core.
 import contextlib
 import os
 import sqlite3
+import urllib.parse
 
 from .errors import OutboxError, WrongDatabase
 
@@ -55,6 +56,9 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))  # audit: G3
+    if os.path.exists(path):  # look through mode=ro first: a read-write close checkpoints and deletes the -wal
+        with contextlib.closing(connect("file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path)), uri=True)) as peek:
+            look(peek, path, application_id=application_id, version=version, kind=kind)  # audit: G3
     con = connect(path)
     try:
         _accept_or_create(
@@ -69,8 +73,11 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
 def look(con, path, *, application_id, version, kind):
     """True if the file is new (no schema, no stamp); None if it is ours; else WrongDatabase.
 
-    Only reads: nothing may write until the file is known to be ours or known
-    to be empty. Even a WAL switch on a foreign file would change it.
+    A file SQLite cannot read at all (no permission, locked past the busy
+    timeout) raises OutboxError instead, naming the access a writer needs: it
+    says nothing about what the file is. Only reads: nothing may write until
+    the file is known to be ours or known to be empty. Even a WAL switch on a
+    foreign file would change it.
     """
     try:
         found_app = con.execute("PRAGMA application_id").fetchone()[0]
@@ -108,6 +115,16 @@ def _accept_or_create(con, path, *, application_id, version, schema, kind, durab
                 con.execute("PRAGMA user_version = %d" % version)
         if con.execute("PRAGMA application_id").fetchone()[0] != application_id:
             raise WrongDatabase("%r was created as another kind of DB while %s opened it" % (path, kind))
+
+
+def synchronous(con):
+    """The connection's ``PRAGMA synchronous`` setting, an int (2 = FULL, 1 = NORMAL, 0 = OFF)."""
+    return con.execute("PRAGMA synchronous").fetchone()[0]
+
+
+def set_synchronous(con, level):
+    """Set ``PRAGMA synchronous`` to the int `level` (a value `synchronous` returned)."""
+    con.execute("PRAGMA synchronous = %d" % level)  # audit: G15
 
 
 @contextlib.contextmanager
