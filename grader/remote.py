@@ -142,6 +142,7 @@ class Session:
         self.same = False  # whether the last call returned one of its own arguments (the same object)
         self.running = []  # the contract functions running now, outermost first (None: a callback of the grader's)
         self.answered = False  # whether the step ever answered: until then, a hang is its import's
+        self.ended_in = None  # self.running when the step was first found gone
         self.fd = self.reader = None
 
     def attach(self, fd, reader):
@@ -176,7 +177,7 @@ class Session:
             while data:
                 data = data[os.write(self.fd, data):]
         except OSError:
-            raise StepEnded()
+            raise self.ended()
 
     def wait(self):
         while True:
@@ -184,7 +185,7 @@ class Session:
                 line = self.feed.get(timeout=WAIT)
             except queue.Empty:
                 if not self.reader.is_alive() and self.feed.empty():
-                    raise StepEnded()
+                    raise self.ended()
                 continue
             if isinstance(line, dict):
                 return line
@@ -220,12 +221,12 @@ class Session:
                 self.said.append(line)
         if "limit" in line:
             self.said.append({"kind": "limit", "limit": "memory"})
-            raise StepEnded()
+            raise self.ended()
         if "error" in line:
             error = line["error"] if isinstance(line["error"], dict) else {}
             if error.get("fatal"):
                 self.said.append(dict(kind="error", stage=None, **fields_of(RemoteError(error))))
-                raise StepEnded()
+                raise self.ended()
             raise self.error(error, fields.get("fn"))
         value = self.decode(line.get("value"))
         return (value, line.get("args_after"), line.get("same") not in (None, [])) if "args" in fields else value
@@ -269,6 +270,12 @@ class Session:
         reply["args_after"] = [self.encode(a) if not isinstance(a, Handle) else None for a in args]
         self.send(reply)
 
+    def ended(self):
+        """StepEnded, the contract functions that were running when the step was first found gone kept for now_running."""
+        if self.ended_in is None:
+            self.ended_in = list(self.running)
+        return StepEnded()
+
     def now_running(self):
         """A "call" record: the contract function that runs now (None: the grader's own code), "import" before any answer.
 
@@ -276,7 +283,8 @@ class Session:
         """
         if not self.answered:
             return {"kind": "call", "function": "import"}
-        return {"kind": "call", "function": self.running[-1] if self.running else None}
+        running = self.ended_in if self.ended_in is not None else self.running
+        return {"kind": "call", "function": running[-1] if running else None}
 
     def close(self, status=0):
         """Say the step is over (it exits with `status`), if it is still there to hear it."""
