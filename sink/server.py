@@ -43,10 +43,10 @@ import traceback
 from http import HTTPStatus
 
 from outbox.db import check_durability
-from outbox.errors import Conflict, InvalidEvent
+from outbox.errors import Conflict, InvalidEvent, OutboxError
 from outbox.event import loads_strict, validate_event
 
-from . import framing, inbox, metrics, views
+from . import framing, inbox, metrics, readings, views
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -61,7 +61,10 @@ ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audi
 ROUTES_TEXT = framing.describe(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
-LISTEN_BACKLOG = 128
+# The listen backlog: at least the cap, and the system's own maximum where that is larger (the kernel
+# clamps it to its limit, net.core.somaxconn on Linux). A fixed 128 made complete requests above the cap
+# meet the 1 s SYN retransmit when a burst overflowed it.
+MIN_LISTEN_BACKLOG = max(128, socket.SOMAXCONN)
 WORKERS = 4  # answering is short: a JSON parse, a wait for the store thread, one write
 # Accepts per wake of the reader, so a burst of connections cannot starve the
 # reads of the others; at most half the cap, so a client accepted in a burst
@@ -149,7 +152,7 @@ def make_server(
         from . import faults  # only here: a server without a fault never loads the fault code
 
         receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
-    listener = _listen(host, port)
+    listener = _listen(host, port, backlog=max(max_connections, MIN_LISTEN_BACKLOG))
     try:
         store = StoreThread(open_store, db_path)  # audit: G25
     except BaseException:
@@ -159,21 +162,22 @@ def make_server(
         listener,
         store=store,
         receive=receive,
-        held_digest=views.held_digest if own_store else None,
+        # The kit's own store is read off the store thread (sink.readings); a foreign one has its own form.
+        reads=readings.Readings(db_path) if own_store else None,
         timeout=float(timeout),
         max_connections=max_connections,
         log=log,
     )
 
 
-def _listen(host, port):
+def _listen(host, port, *, backlog):
     # No getfqdn(host) as http.server does: that reverse DNS lookup may leave this machine.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
-        listener.listen(LISTEN_BACKLOG)
+        listener.listen(backlog)
         listener.setblocking(False)
     except BaseException:
         listener.close()
@@ -205,17 +209,17 @@ class _Client:
 class SinkServer:
     """The sink's HTTP server; build it with `make_server`."""
 
-    request_queue_size = LISTEN_BACKLOG  # a burst of connections waits in the backlog, not refused
-
-    def __init__(self, listener, *, store, receive, held_digest, timeout, max_connections, log):
+    def __init__(self, listener, *, store, receive, reads, timeout, max_connections, log):
         self.socket = listener
         self.server_address = listener.getsockname()
         self.request_timeout = timeout
         self.max_connections = max_connections
+        # A burst of connections waits in the backlog, not refused (see MIN_LISTEN_BACKLOG).
+        self.request_queue_size = max(max_connections, MIN_LISTEN_BACKLOG)
         self.receive = receive
         self.log = log
         self._store = store
-        self._held_digest = held_digest
+        self._reads = reads
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -562,6 +566,9 @@ class SinkServer:
                 self._serve(*job)
         except BaseException as exc:
             self._fail("worker", exc)
+        finally:
+            if self._reads is not None:
+                self._reads.close_mine()
 
     def _serve(self, sock, address, head, outcome):
         """Answer one request, close its connection, log one line; no Exception leaves here."""
@@ -615,34 +622,55 @@ class SinkServer:
             raise Refused("unavailable", "the sink cannot serve: %s" % exc) from None
 
     def _metrics(self):
-        """The deliveries log and inventory as Prometheus text, read on the store thread."""
+        """The deliveries log and inventory as Prometheus text: a snapshot of bounded age (sink.readings).
+
+        Read on this worker's own read-only connection, never on the store
+        thread; a foreign store, whose file may not be the kit's, is read on
+        its store connection as before.
+        """
         try:
+            if self._reads is not None:
+                return self._reads.metrics_text()
             return self._store.call(_metrics_text)
-        except sqlite3.Error as exc:  # a foreign store without the columns sink.views.status reads
+        except (sqlite3.Error, OutboxError) as exc:  # a foreign store without the columns sink.views.status reads
             raise Refused("internal", "internal error: no metrics from this store: %s" % exc) from exc
 
     def _post_event(self, body):
         event = _parse_event(body)
         try:
-            result, held = self._store.call(self._receive_once, event)
+            result = self._store.call(self._receive_once, event)
         except (WithholdAnswer, Refused, StoreGone):
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
+        held = self._held_digest(event["id"])
         ack = {"ack": True, "id": event["id"], "result": result}  # audit: G26
         if held is not None:
             ack["digest"] = held
         return ack
 
     def _receive_once(self, con, event):
-        """On the store thread: receive, check its result, then read the digest of what the store holds."""
+        """On the store thread: receive, and check its result. Nothing else runs there."""
         result = self.receive(con, event)
         if not isinstance(result, str) or result not in RESULTS:  # audit: G26
             raise Refused(
                 "internal", "internal error: receive returned %r, not one of %s" % (result, ", ".join(RESULTS))
             )
-        held = self._held_digest(con, event["id"]) if self._held_digest is not None else None
-        return result, held
+        return result
+
+    def _held_digest(self, event_id):
+        """The digest of what the kit's store now holds for `event_id` (committed by receive), or None.
+
+        Read on this worker's own read-only connection: `receive` has
+        committed, so that connection sees it. A foreign store gets no digest.
+        """
+        if self._reads is None:
+            return None
+        try:
+            return self._reads.held_digest(event_id)  # audit: G26
+        except (sqlite3.Error, OutboxError) as exc:
+            # No ACK without the digest: the publisher retries, and the inbox makes it a duplicate.
+            raise Refused("internal", "internal error: cannot read the digest the sink holds: %s" % exc) from exc
 
     def _refusal_for(self, exc, event_id):
         # By class name too, so a foreign store with its own Conflict maps the same way.

@@ -762,6 +762,38 @@ class ForeignStoreTest(ServerTestCase):
             t.join(DEADLINE)
         self.assertEqual(most, [1])
 
+    def test_the_store_thread_runs_only_receive_metrics_answer_while_it_is_held(self):
+        # The kit's own store with a receive that holds the store thread: /metrics and /health answer all the
+        # same, from the workers' own read-only connections, and the held POST then gets its digest.
+        entered, release = threading.Event(), threading.Event()
+
+        def held_receive(con, event):
+            entered.set()
+            release.wait(DEADLINE)
+            return receive(con, event)
+
+        port = self.port(receive=held_receive)
+        posted = []
+        poster = threading.Thread(target=lambda: posted.append(post(port, body_of(EVENT))))
+        poster.start()
+        try:
+            self.assertTrue(entered.wait(DEADLINE))
+            for _ in range(3):
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=SHORT)
+                try:
+                    conn.request("GET", "/metrics")
+                    response = conn.getresponse()
+                    text = response.read().decode("utf-8")
+                finally:
+                    conn.close()
+                self.assertEqual(response.status, 200, text)
+                self.assertIn("sink_deliveries_total", text)
+        finally:
+            release.set()
+            poster.join(DEADLINE)
+        self.assertEqual(posted[0][0], 200, posted)
+        self.assertEqual(posted[0][2]["digest"], EVENT_DIGEST)
+
     def test_invalid_events_never_reach_receive(self):
         calls = []
 
