@@ -206,6 +206,19 @@ class _Client:
         self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
 
 
+class _Sending:
+    """An answer the reader thread finishes writing: the part its client has not taken yet, and until when."""
+
+    __slots__ = ("sock", "rest", "deadline", "line", "gone")
+
+    def __init__(self, sock, rest, deadline):
+        self.sock = sock
+        self.rest = rest  # a memoryview of what is left to write
+        self.deadline = deadline
+        self.line = None  # the request's log line, written once this ends
+        self.gone = False
+
+
 class SinkServer:
     """The sink's HTTP server; build it with `make_server`."""
 
@@ -231,6 +244,10 @@ class SinkServer:
         # Clients keyed by the _Client itself, which a close does not change (a socket's
         # fileno() becomes -1); oldest first, which is also earliest deadline first.
         self._waiting = collections.OrderedDict()
+        # Answers being finished by the reader thread (_Sending), oldest first, which is earliest deadline first;
+        # workers hand them over through _handed_back.
+        self._sending = collections.OrderedDict()
+        self._handed_back = queue.SimpleQueue()
         self._accepts_per_wake = min(ACCEPTS_PER_WAKE, max(1, max_connections // 2))
         self._lock = threading.Lock()
         self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
@@ -319,6 +336,13 @@ class SinkServer:
                 "stop: %s still busy at the stop deadline with %d connection(s) in hand (a receive that does not "
                 "return?): those connections are shut and the threads abandoned" % (", ".join(busy), held)
             )
+        while True:  # answers handed back after the reader ended: it will not finish them
+            try:
+                self._sending[self._handed_back.get_nowait()] = None
+            except queue.Empty:
+                break
+        for sending in list(self._sending):
+            self._finish(sending, "answer not delivered: the sink stopped before the client took it")
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -346,7 +370,8 @@ class SinkServer:
                 if client.reader.head is None:  # audit: G32
                     self._close(client)
             give_up = self._give_up if self._give_up is not None else float("inf")
-            while self._waiting and time.monotonic() < give_up:
+            # Bodies still arriving, requests in hand, answers being finished: each by its deadline, all by give_up.
+            while self._open() and time.monotonic() < give_up:
                 self._serve_once()
         except BaseException as exc:
             self.socket.close()  # first, so that once `failure` is set no new client is left waiting
@@ -355,6 +380,9 @@ class SinkServer:
         finally:
             for client in list(self._waiting):
                 self._close(client)
+            self._take_handed_back()
+            for sending in list(self._sending):
+                self._finish(sending, "answer not delivered: the sink stopped before the client took it")
             self._stopped.set()
 
     def _serve_in_thread(self):
@@ -367,8 +395,12 @@ class SinkServer:
         now = time.monotonic()
         # Every client gets the same timeout, so the oldest has the earliest deadline.
         deadlines = [next(iter(self._waiting)).reader.deadline] if self._waiting else []
+        if self._sending:
+            deadlines.append(next(iter(self._sending)).deadline)
         if self._resume_at is not None:
             deadlines.append(self._resume_at)
+        if self._stop_requested and self._give_up is not None:
+            deadlines.append(self._give_up)
         wait = max(0.0, min(deadlines) - now) if deadlines else None
         accept = False
         for key, _ in self._selector.select(wait):
@@ -376,8 +408,13 @@ class SinkServer:
                 accept = True
             elif key.fileobj is self._wake_r:
                 self._drain_wake()
-            elif not key.data.gone:  # a client closed or handed over earlier in this batch is skipped
+            elif key.data.gone:
+                pass  # a client closed or handed over earlier in this batch is skipped
+            elif isinstance(key.data, _Sending):
+                self._send_more(key.data)
+            else:
                 self._for_client(key.data, self._read)
+        self._take_handed_back()
         # Reads first, then accepts: a client whose request is in is handed over before anyone is evicted.
         if accept and self._listening:
             self._accept()
@@ -398,12 +435,13 @@ class SinkServer:
             self._close(client)  # audit: G30
 
     def _open(self):
+        """Connections that hold a slot: waiting for their request, in hand, or taking their answer."""
         with self._lock:
-            return len(self._waiting) + len(self._in_hand)
+            return len(self._waiting) + len(self._in_hand)  # a _Sending's socket stays in _in_hand
 
     def _accept(self):
         for _ in range(self._accepts_per_wake):
-            if self._open() >= self.max_connections and not self._waiting:  # audit: G31
+            if self._open() >= self.max_connections and not self._waiting and not self._sending:  # audit: G31
                 # Every slot holds a request in hand: new clients wait in the backlog until one is answered.
                 self._stop_listening()
                 return
@@ -447,9 +485,18 @@ class SinkServer:
         return bool(select.select([self.socket], [], [], 0)[0])
 
     def _make_room(self, why):
-        """Close the client that has waited longest without a complete request; False if there is none."""
+        """Close the client that has waited longest without a complete request; False if there is none.
+
+        With none waiting, the client slowest to take its answer is cut
+        instead: an answer is idempotent (a publisher that loses an ACK sends
+        again, and the inbox makes it a duplicate), a slot held by a reader
+        that does not read is not.
+        """
         if not self._waiting:
-            return False
+            if not self._sending:
+                return False
+            self._finish(next(iter(self._sending)), "answer cut short to make room (%s)" % why)  # audit: G31
+            return True
         oldest = next(iter(self._waiting))  # audit: G31
         self.log_line("%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
         self._close(oldest)
@@ -505,6 +552,54 @@ class SinkServer:
             expired.append(client)
         for client in expired:
             self._for_client(client, self._settle, client.reader.expire(now))  # audit: G30
+        late = []
+        for sending in self._sending:
+            if sending.deadline > now:
+                break
+            late.append(sending)
+        for sending in late:
+            self._finish(sending, "answer not delivered: the client did not take it within %gs" % self.request_timeout)
+
+    # -- answers the reader thread finishes -------------------------------------------------------
+
+    def _take_handed_back(self):
+        """Watch each answer a worker could not write at once; the reader writes the rest as its client reads."""
+        while True:
+            try:
+                sending = self._handed_back.get_nowait()
+            except queue.Empty:
+                return
+            self._sending[sending] = None
+            try:
+                self._selector.register(sending.sock, selectors.EVENT_WRITE, sending)
+            except (ValueError, OSError) as exc:  # closed under us, or the selector is being torn down
+                self._finish(sending, "answer not delivered: %s" % exc)
+
+    def _send_more(self, sending):
+        try:
+            sent = _send_now(sending.sock, sending.rest)
+        except OSError as exc:
+            self._finish(sending, "answer not delivered: %s" % exc)
+            return
+        sending.rest = sending.rest[sent:]
+        if not sending.rest:
+            self._finish(sending, None)
+
+    def _finish(self, sending, note):
+        """Close an answer's connection (written whole if `note` is None), free its slot, log its request's line."""
+        if sending.gone:
+            return
+        sending.gone = True
+        self._sending.pop(sending, None)
+        try:
+            self._selector.unregister(sending.sock)
+        except (KeyError, ValueError, OSError):
+            pass  # never registered, or the selector is being torn down
+        finally:
+            sending.sock.close()
+            with self._lock:
+                self._in_hand.discard(sending.sock)
+        self.log_line(sending.line if note is None else "%s %s" % (sending.line, _one_line(note)))  # audit: G34
 
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
@@ -571,8 +666,14 @@ class SinkServer:
                 self._reads.close_mine()
 
     def _serve(self, sock, address, head, outcome):
-        """Answer one request, close its connection, log one line; no Exception leaves here."""
-        status = note = None
+        """Answer one request, close its connection, log one line; no Exception leaves here.
+
+        The answer is written without waiting: what the client does not take
+        at once (a slow reader of a large /metrics) is handed back to the
+        reader thread, which finishes it by its deadline and then closes and
+        logs. So no client can hold a worker, and the honest POSTs behind it.
+        """
+        status = note = handed = None
         try:
             refusal = outcome if isinstance(outcome, Refused) else None
             if refusal is None:
@@ -584,8 +685,10 @@ class SinkServer:
                 answer = Answer(refusal.status(), refusal.body(), allow=refusal.allow)
                 note = refusal.detail or refusal.message
             status = answer.status
-            sock.settimeout(self.request_timeout)  # the answer gets a timeout of its own
-            sock.sendall(self._encode(answer, head_only=head is not None and head.method == "HEAD"))
+            data = self._encode(answer, head_only=head is not None and head.method == "HEAD")
+            sent = _send_now(sock, data)
+            if sent < len(data):
+                handed = _Sending(sock, memoryview(data)[sent:], time.monotonic() + self.request_timeout)
         except WithholdAnswer as withheld:
             note = "no answer: %s" % withheld
             _shutdown(sock)
@@ -594,15 +697,21 @@ class SinkServer:
         except Exception:
             note = "unhandled error:\n%s" % traceback.format_exc().rstrip()
         finally:
-            with self._lock:
-                self._in_hand.discard(sock)
-            sock.close()
-            self._wake()  # a slot is free: a paused listener may listen again
+            if handed is None:
+                with self._lock:
+                    self._in_hand.discard(sock)
+                sock.close()
         line = head.request_line() if head is not None else "-"
         shown = [] if status is None else [str(int(status))]
         if note is not None:
             shown.append(note if note.startswith("unhandled") else _one_line(note))
-        self.log_line('%s - "%s" %s' % (address[0], line, " ".join(shown)))  # audit: G34
+        text = '%s - "%s" %s' % (address[0], line, " ".join(shown))
+        if handed is not None:
+            handed.line = text  # logged by the reader thread once the answer is written or given up
+            self._handed_back.put(handed)
+        else:
+            self.log_line(text)  # audit: G34
+        self._wake()  # a slot is free (a paused listener may listen again), or an answer is to finish
 
     def respond(self, head, body):
         """The Answer to a complete request whose route is allowed; Refused for anything untrusted.
@@ -729,6 +838,18 @@ def _parse_event(body):
 def _one_line(text):
     """`text` as one log line: a line break a client or a foreign error put in it is shown, not obeyed."""
     return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _send_now(sock, data):
+    """How many bytes of `data` the non-blocking `sock` took without waiting (OSError if the client is gone)."""
+    view = memoryview(data)
+    sent = 0
+    while sent < len(view):
+        try:
+            sent += sock.send(view[sent:])
+        except BlockingIOError:
+            break
+    return sent
 
 
 def _shutdown(sock):
