@@ -46,7 +46,7 @@ from outbox.db import check_durability
 from outbox.errors import Conflict, InvalidEvent, OutboxError
 from outbox.event import loads_strict, validate_event
 
-from . import framing, inbox, metrics, readings, views
+from . import framing, inbox, logqueue, metrics, readings, views
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -82,6 +82,12 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # accept() failing with one of these means "out of descriptors or memory", not
 # "this client is bad": closing a connection, or waiting, is the cure; retrying at once is a spin.
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# The lines an attack repeats by the thousand, summed per logqueue.INTERVAL: kind -> (verb, what) of the summary.
+REPEATED = {
+    "room": ("closed", "connection(s) without an answer to make room"),
+    "cut": ("cut", "answer(s) short to make room"),
+    "expired": ("closed", "connection(s) with no complete request within the timeout"),
+}
 
 
 class WithholdAnswer(Exception):
@@ -151,7 +157,10 @@ def make_server(
     if fault is not None:  # audit: G35
         from . import faults  # only here: a server without a fault never loads the fault code
 
-        receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
+        # A log with a drain() (sink.logqueue.QueuedLog) writes the fault's line out before a crash fault exits.
+        drain = getattr(log, "drain", None)
+        receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log),
+                                       before_exit=None if drain is None else functools.partial(drain, 1.0))
     listener = _listen(host, port, backlog=max(max_connections, MIN_LISTEN_BACKLOG))
     try:
         store = StoreThread(open_store, db_path)  # audit: G25
@@ -241,6 +250,7 @@ class SinkServer:
         self._selector.register(listener, selectors.EVENT_READ)
         self._listening = True
         self._resume_at = None  # when a listener paused with nothing to close listens again
+        self._repeats = logqueue.Repeats(REPEATED)  # the reader thread's repeated lines, summed
         # Clients keyed by the _Client itself, which a close does not change (a socket's
         # fileno() becomes -1); oldest first, which is also earliest deadline first.
         self._waiting = collections.OrderedDict()
@@ -383,6 +393,8 @@ class SinkServer:
             self._take_handed_back()
             for sending in list(self._sending):
                 self._finish(sending, "answer not delivered: the sink stopped before the client took it")
+            for line in self._repeats.due(time.monotonic(), every=True):
+                self.log_line(line)
             self._stopped.set()
 
     def _serve_in_thread(self):
@@ -401,6 +413,8 @@ class SinkServer:
             deadlines.append(self._resume_at)
         if self._stop_requested and self._give_up is not None:
             deadlines.append(self._give_up)
+        if self._repeats.next_due() is not None:
+            deadlines.append(self._repeats.next_due())
         wait = max(0.0, min(deadlines) - now) if deadlines else None
         accept = False
         for key, _ in self._selector.select(wait):
@@ -419,6 +433,8 @@ class SinkServer:
         if accept and self._listening:
             self._accept()
         self._expire(time.monotonic())
+        for line in self._repeats.due(time.monotonic()):
+            self.log_line(line)
         if not self._listening and not self._stop_requested and self._open() < self.max_connections:
             if self._resume_at is None or time.monotonic() >= self._resume_at:
                 self._start_listening()
@@ -495,10 +511,11 @@ class SinkServer:
         if not self._waiting:
             if not self._sending:
                 return False
-            self._finish(next(iter(self._sending)), "answer cut short to make room (%s)" % why)  # audit: G31
+            cut = next(iter(self._sending))  # audit: G31
+            self._finish(cut, "answer cut short to make room (%s)" % why, repeated="cut")
             return True
         oldest = next(iter(self._waiting))  # audit: G31
-        self.log_line("%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
+        self.log_repeated("room", "%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
         self._close(oldest)
         return True
 
@@ -585,7 +602,7 @@ class SinkServer:
         if not sending.rest:
             self._finish(sending, None)
 
-    def _finish(self, sending, note):
+    def _finish(self, sending, note, *, repeated=None):
         """Close an answer's connection (written whole if `note` is None), free its slot, log its request's line."""
         if sending.gone:
             return
@@ -599,13 +616,17 @@ class SinkServer:
             sending.sock.close()
             with self._lock:
                 self._in_hand.discard(sending.sock)
-        self.log_line(sending.line if note is None else "%s %s" % (sending.line, _one_line(note)))  # audit: G34
+        line = sending.line if note is None else "%s %s" % (sending.line, _one_line(note))
+        if repeated is not None:
+            self.log_repeated(repeated, line)
+        else:
+            self.log_line(line)  # audit: G34
 
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
         if isinstance(outcome, Unanswered):
             if outcome.reason is not None:
-                self.log_line("%s - closed: %s" % (client.address[0], outcome.reason))
+                self.log_repeated("expired", "%s - closed: %s" % (client.address[0], outcome.reason))
             self._close(client)
         elif outcome is not NEED_MORE:
             self._hand_over(client, outcome)
@@ -816,6 +837,14 @@ class SinkServer:
 
     def log_line(self, line):
         _log_to(self.log, line)
+
+    def log_repeated(self, kind, line):
+        """Log `line`, one of REPEATED's `kind`: the first in an interval as it is, the others as one count.
+
+        Reader thread only (the tally has no lock).
+        """
+        for shown in self._repeats.note(kind, line, time.monotonic()):
+            self.log_line(shown)
 
 
 def _metrics_text(con):
