@@ -25,6 +25,8 @@ from .registry import CHECKS, NAMES
 from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
+if not os.path.isfile(REFERENCE):  # installed (pip, outbox-kit.pyz): the wheel keeps it beside the grader
+    REFERENCE = os.path.join(ROOT, "grader", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_JOBS = 8  # steps mostly wait on fsync and on each other, not on a core
 MEMORY_RANGE = (128, 1024 * 1024)  # MiB: less cannot start Python with the kit; more is no limit
