@@ -92,7 +92,7 @@ def run_status(args):
     if args.json:
         print(json.dumps(figures, sort_keys=True))
     elif args.prometheus:
-        sys.stdout.write(render_status(figures))
+        sys.stdout.write(render_status(figures, written=time.time()))
     else:
         print("pending %d, sent %d, quarantined %d" % (figures["pending"], figures["sent"], figures["quarantined"]))
         head = figures["head"]
@@ -116,8 +116,12 @@ def _check(args):
     return status
 
 
-def render_status(figures):
-    """`figures` (operations.figures) in the Prometheus text format, for a node_exporter textfile collector."""
+def render_status(figures, *, written=None):
+    """`figures` (operations.figures) in the Prometheus text format, for a node_exporter textfile collector.
+
+    `written` (Unix time, the moment of reading) becomes outbox_status_timestamp_seconds, so a textfile the
+    cron line no longer rewrites (a broken cron, a failing command) is seen as stale, not as good news.
+    """
     head = figures["head"]
     lines = []
     for name, help_text, value in (
@@ -132,6 +136,8 @@ def render_status(figures):
         ("outbox_head_permanent_failures", "Times the sink refused the head item (the relay alerts at "
          "--max-attempts); 0 when none.", head["permanent_failures"] if head else 0),
         ("outbox_max_attempts_pending", "Most delivery attempts of any pending item.", figures["max_attempts_pending"]),
+        ("outbox_status_timestamp_seconds", "Unix time these figures were read (OutboxStatusStale reads it).",
+         written),
     ):
         lines += prometheus.family(name, "gauge", help_text, [({}, value)])
     return "\n".join(lines) + "\n"
