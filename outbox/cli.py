@@ -9,12 +9,13 @@ The operator's commands (status, evidence, quarantined, quarantine, requeue,
 retry, purge, upgrade) live in outbox.cli_ops, the relay in outbox.cli_relay.
 """
 import contextlib
+import io
 import json
 import os
 import sqlite3
 import sys
 
-from . import attempts, cli_ops, operations, store
+from . import attempts, cli_ops, nagios, operations, store
 from .cli_args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
 from .dispatch import dispatch
 from .errors import OutboxError
@@ -99,6 +100,9 @@ def _dispatch(args):
 
 def main(argv=None):
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["status"] and "--check" in argv:
+        return _plugin(parser, argv)
     args = parser.parse_args(argv)
     try:
         return args.run(args) or EXIT_OK
@@ -117,3 +121,22 @@ def main(argv=None):
         message = exc.args[0] if isinstance(exc, LookupError) and exc.args else exc
         print("%s: error: %s" % (PROG, message), file=sys.stderr)
         return EXIT_REFUSED
+
+
+def _plugin(parser, argv):
+    """`status --check` as a Nagios plugin: a bad argument is UNKNOWN (3) with one line on stdout, not exit 2.
+
+    The Monitoring Plugins guidelines ask for it: a monitoring daemon shows
+    exit 2 as CRITICAL and reads only stdout. --help and --version exit 0.
+    """
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            return EXIT_OK
+        reason = said.getvalue().strip().splitlines()[-1] if said.getvalue().strip() else "bad arguments"
+        print(nagios.unknown(reason)[1])
+        return nagios.UNKNOWN
+    return args.run(args)

@@ -10,15 +10,17 @@ import json
 import os
 import sqlite3
 import sys
+import threading
 import time
 
 from . import cli_relay, evidence, nagios, operations, prometheus, relay, retention, sinkview, store, timestamps
-from . import upgrade
-from .cli_args import UsageError, count_arg, duration_arg, positive_int, reason_arg
+from . import __version__, upgrade
+from .cli_args import UsageError, count_arg, duration_arg, positive_int, reason_arg, timeout_arg
 from .errors import OutboxError
 from .event import loads_strict
 
 DEFAULT_MAX_AGE = "5m"  # status --check: CRITICAL once the oldest pending item waited longer
+DEFAULT_CHECK_TIMEOUT = 10.0  # status --check: UNKNOWN past it (the plugin guidelines' default)
 
 
 def add_commands(command):
@@ -29,10 +31,14 @@ def add_commands(command):
     formats = _formats(status, prometheus_too=True)
     formats.add_argument("--check", action="store_true", help="one line and an exit status by the Nagios/Icinga "
                          "plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
-    status.add_argument("--max-age", type=duration_arg, metavar="DURATION", help="with --check: CRITICAL when the "
-                        "oldest pending item waited longer (default: %s)" % DEFAULT_MAX_AGE)
-    status.add_argument("--max-quarantined", type=count_arg, metavar="N", help="with --check: WARNING when more "
-                        "items are quarantined (default: 0)")
+    # The Monitoring Plugins guidelines' flags (-c, -w, -t, -V), the long names kept as aliases.
+    status.add_argument("-c", "--max-age", type=duration_arg, metavar="DURATION", help="with --check: CRITICAL when "
+                        "the oldest pending item waited longer (default: %s)" % DEFAULT_MAX_AGE)
+    status.add_argument("-w", "--max-quarantined", type=count_arg, metavar="N", help="with --check: WARNING when "
+                        "more items are quarantined (default: 0)")
+    status.add_argument("-t", "--timeout", type=timeout_arg, metavar="SECONDS", help="with --check: UNKNOWN when "
+                        "the check has not finished in this time (default: %g)" % DEFAULT_CHECK_TIMEOUT)
+    status.add_argument("-V", "--version", action="version", version="outbox-kit %s" % __version__)
 
     ladder = command("evidence", run_evidence, "the evidence ladder for one id: order row, outbox row, sink inbox "
                      "row, sink deliveries, the operator's history, each observed on its own, then one reading "
@@ -83,8 +89,8 @@ def add_commands(command):
 
 
 def run_status(args):
-    if not args.check and (args.max_age is not None or args.max_quarantined is not None):
-        raise UsageError("--max-age and --max-quarantined go with --check")
+    if not args.check and (args.max_age is not None or args.max_quarantined is not None or args.timeout is not None):
+        raise UsageError("--max-age (-c), --max-quarantined (-w) and --timeout (-t) go with --check")
     if args.check:
         return _check(args)
     with contextlib.closing(operations.open_store_readonly(args.db)) as con:
@@ -105,6 +111,24 @@ def run_status(args):
 
 def _check(args):
     max_age = retention.parse_duration(DEFAULT_MAX_AGE) if args.max_age is None else args.max_age
+    timeout = DEFAULT_CHECK_TIMEOUT if args.timeout is None else args.timeout
+    # A DB locked or on a hung disk must not hold the plugin past its time: UNKNOWN, as the guidelines ask.
+    watchdog = threading.Timer(timeout, _timed_out, args=(timeout,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return _judge(args, max_age)
+    finally:
+        watchdog.cancel()
+
+
+def _timed_out(timeout):
+    sys.stdout.write(nagios.unknown("no figures within the %gs timeout (-t)" % timeout)[1] + "\n")
+    sys.stdout.flush()
+    os._exit(nagios.UNKNOWN)
+
+
+def _judge(args, max_age):
     try:
         with contextlib.closing(operations.open_store_readonly(args.db)) as con:
             figures = operations.figures(con)
