@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = "outbox-kit"
 DIST = "outbox_kit"
 PACKAGES = ("outbox", "sink", "grader")
-SCRIPTS = {"outbox": "outbox.cli:main", "outbox-sink": "sink.cli:main", "outbox-grade": "grade:main"}
+SCRIPTS = {"outbox": "outbox.cli.main:main", "outbox-sink": "sink.cli:main", "outbox-grade": "grade:main"}
 REFERENCE = ("examples/worker_reference.py", "grader/worker_reference.py")  # (in the tree, in the wheel)
 SDIST_EXTRA = ("pyproject.toml", "backend/kitbuild.py", "backend/pyz_main.py", "LICENSE", "README.md", "CHANGELOG.md", "Makefile",
                "examples/worker_reference.py")

@@ -35,7 +35,7 @@ def main(argv=None):
     command, rest = argv[0], argv[1:]
     sys.argv = ["outbox-kit.pyz " + command] + rest
     if command == "outbox":
-        from outbox.cli import main as run
+        from outbox.cli.main import main as run
         return run(rest)
     if command == "sink":
         from sink.cli import main as run

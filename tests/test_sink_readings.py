@@ -5,7 +5,7 @@ A clock is passed in, so the snapshot's age is stepped, never slept through.
 import threading
 import unittest
 
-from outbox.event import digest
+from outbox.core.event import digest
 from sink import init_sink, receive
 from sink.readings import Readings
 from tests.support import EVENT, TempDirTestCase, parse_prometheus

@@ -18,8 +18,8 @@ import threading
 import time
 
 from outbox import send_http
-from outbox.errors import DeliveryError
-from sink import inbox
+from outbox.core.errors import DeliveryError
+from sink.core import inbox
 from tests.support import DEADLINE, PYTHON, Child, python_env
 
 SKUS = 3000
