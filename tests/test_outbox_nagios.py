@@ -102,7 +102,8 @@ class CheckTest(TempDirTestCase):
     def test_a_check_that_cannot_finish_in_its_timeout_is_unknown(self):
         # The figures' read stands still (a hung disk, say): -t ends the plugin with UNKNOWN.
         program = ("import sys, time\n"
-                   "from outbox import cli, operations\n"
+                   "from outbox.cli import main as cli\n"
+                   "from outbox.ops import operations\n"
                    "operations.figures = lambda con: time.sleep(60)\n"
                    "sys.exit(cli.main(sys.argv[1:]))\n")
         result = subprocess.run([PYTHON, "-c", program, "status", "--db", self.db, "--check", "-t", "0.5"],
