@@ -113,6 +113,7 @@ ABOUT_SEVERAL = {
     "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",
     "test_install": "backend/: outbox-kit.pyz (`make zipapp`) run from another folder, with nothing installed",
     "test_install_slow": "backend/: `pip install .` offline with the kit's own build backend, and the wheel",
+    "test_ops_recipes": "examples/ops/: the systemd units, the cron line, the Nagios objects, the scrape config",
     "test_layout": "the architecture the module docstrings state, and this layout of the tests",
     "test_torture": "tests/torture: a fast slice of `make torture`",
     "test_torture_mutants": "tests/torture's crash matrix against mutants of the kit",
