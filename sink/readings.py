@@ -55,6 +55,10 @@ class Readings:
         finally:
             self._render.release()
 
+    def open_mine(self):
+        """Open this thread's connection now (the server's workers do, before it serves); OutboxError if it cannot."""
+        self._connection()
+
     def close_mine(self):
         """Close this thread's connection, if it opened one."""
         con = getattr(self._local, "con", None)

@@ -168,16 +168,21 @@ def make_server(
     except BaseException:
         listener.close()
         raise
-    return SinkServer(
-        listener,
-        store=store,
-        receive=receive,
-        # The kit's own store is read off the store thread (sink.readings); a foreign one has its own form.
-        reads=readings.Readings(db_path) if own_store else None,
-        timeout=float(timeout),
-        max_connections=max_connections,
-        log=log,
-    )
+    try:
+        return SinkServer(
+            listener,
+            store=store,
+            receive=receive,
+            # The kit's own store is read off the store thread (sink.readings); a foreign one has its own form.
+            reads=readings.Readings(db_path) if own_store else None,
+            timeout=float(timeout),
+            max_connections=max_connections,
+            log=log,
+        )
+    except BaseException:
+        listener.close()
+        store.close(timeout)
+        raise
 
 
 def _listen(host, port, *, backlog):
@@ -214,6 +219,16 @@ class _Client:
         self.address = address
         self.reader = reader
         self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
+
+
+class _Opened:
+    """A worker's word that its read-only connection is open (`error` None) or could not be (`error` why)."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.error = None
 
 
 class _Sending:
@@ -264,11 +279,26 @@ class SinkServer:
         self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
         self._failure = None  # the first ThreadDied; under _lock
         self._jobs = queue.SimpleQueue()
+        # Each worker opens its read-only connection before the server serves anyone, and make_server waits
+        # for them: those descriptors are taken before clients can use them up, and a DB the workers cannot
+        # read is refused here, not answered 500 at the first request.
+        opened = [_Opened() for _ in range(WORKERS)]
         self._workers = [
-            threading.Thread(target=self._work, name="sink-worker-%d" % n, daemon=True) for n in range(WORKERS)
+            threading.Thread(target=self._work, args=(opened[n],), name="sink-worker-%d" % n, daemon=True)
+            for n in range(WORKERS)
         ]
         for worker in self._workers:
             worker.start()
+        for one in opened:
+            one.done.wait()
+        errors = [one.error for one in opened if one.error is not None]
+        if errors:
+            for _ in self._workers:
+                self._jobs.put(None)
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+            raise errors[0]
         store.on_death = functools.partial(self._fail, "store")
         self._stop_requested = False
         self._give_up = None  # when stop() abandons what still runs
@@ -674,7 +704,15 @@ class SinkServer:
 
     # -- answers (worker threads) -----------------------------------------------------------------
 
-    def _work(self):
+    def _work(self, opened):
+        try:
+            if self._reads is not None:
+                self._reads.open_mine()
+        except BaseException as exc:
+            opened.error = exc
+            return
+        finally:
+            opened.done.set()
         try:
             while True:
                 job = self._jobs.get()
