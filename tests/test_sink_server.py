@@ -41,6 +41,17 @@ from tests.support import (
 EVENT_DIGEST = digest(EVENT)
 
 
+def get_metrics(port, timeout):
+    """GET /metrics on its own connection: (the response, its body as text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        return response, response.read().decode("utf-8")
+    finally:
+        conn.close()
+
+
 class AnswerTest(ServerTestCase):
     def test_binding_makes_no_name_lookup(self):
         # http.server's own server_bind asks socket.getfqdn: a reverse DNS query for 127.x.
@@ -62,13 +73,7 @@ class AnswerTest(ServerTestCase):
         post(port, body_of(EVENT))
         post(port, body_of(EVENT))
         post(port, body_of(dict(EVENT, qty=4)))
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
-        try:
-            conn.request("GET", "/metrics")
-            response = conn.getresponse()
-            text = response.read().decode("utf-8")
-        finally:
-            conn.close()
+        response, text = get_metrics(port, DEADLINE)
         self.assertEqual(response.status, 200)
         self.assertTrue(response.getheader("Content-Type").startswith("text/plain; version=0.0.4"))
         samples = parse_prometheus(text)
@@ -778,13 +783,7 @@ class ForeignStoreTest(ServerTestCase):
         try:
             self.assertTrue(entered.wait(DEADLINE))
             for _ in range(3):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=SHORT)
-                try:
-                    conn.request("GET", "/metrics")
-                    response = conn.getresponse()
-                    text = response.read().decode("utf-8")
-                finally:
-                    conn.close()
+                response, text = get_metrics(port, SHORT)
                 self.assertEqual(response.status, 200, text)
                 self.assertIn("sink_deliveries_total", text)
         finally:

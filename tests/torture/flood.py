@@ -17,17 +17,15 @@ import sys
 import threading
 import time
 
-from outbox import send_http
-from outbox.core.errors import DeliveryError
 from sink.core import inbox
 from tests.support import DEADLINE, PYTHON, Child, python_env
+from tests.torture.churn import honest_post  # the same honest client, timed the same way
 
 SKUS = 3000
 READERS = 50  # threads fetching the path as fast as the sink answers
 SLOW_PER_S = 100  # slow readers opened per second, each asking and never reading
 SLOW_HELD = 200  # slow readers held open at once; the oldest is closed for the next
-HONEST_EVERY = 0.02  # seconds between honest POSTs
-HONEST_TIMEOUT = 5.0  # seconds an honest POST may take, retries included, before it counts as lost
+HONEST_EVERY = 0.02  # seconds between honest POSTs (each may take churn.HONEST_TIMEOUT, retries included)
 SINK_TIMEOUT = 10.0  # the sink's --timeout: what a slow reader holds a connection for, at most
 
 FloodResult = collections.namedtuple("FloodResult", "path seconds acks lost answered stderr")
@@ -80,18 +78,6 @@ def run_flood(workdir, *, path="/metrics", seconds=3.0, skus=SKUS):
     finally:
         sink.close()
     return FloodResult(path, seconds, acks, lost, answered, sink.stderr())
-
-
-def honest_post(url, event_id):
-    """Seconds until `event_id` was ACKed (retrying a connection cut at the cap), or None after HONEST_TIMEOUT."""
-    started = time.monotonic()
-    while time.monotonic() - started < HONEST_TIMEOUT:
-        try:
-            if send_http(url, {"id": event_id, "sku": "honest", "qty": 1}, timeout=HONEST_TIMEOUT) is True:
-                return time.monotonic() - started
-        except DeliveryError:
-            continue
-    return None
 
 
 def p99(times):
