@@ -19,6 +19,10 @@ from . import metrics, views
 MAX_AGE = 1.0  # seconds: the figures /metrics shows are at most this old, plus one render
 
 
+class NotReady(Exception):
+    """The first snapshot is being read by another thread: no figures to answer with yet (the server says 503)."""
+
+
 class Readings:
     """Reads of the sink DB at `db_path` for the server's workers; `close_mine()` when a worker thread ends."""
 
@@ -37,13 +41,17 @@ class Readings:
     def metrics_text(self):
         """The sink's figures as Prometheus text, from a snapshot at most `max_age` old (plus the render under way).
 
-        Only the first reader waits for a render; once a snapshot exists, a
-        reader that finds another thread rendering a new one gets the old one.
+        No reader waits for another's render: once a snapshot exists, a reader
+        that finds another thread rendering gets the previous one; before the
+        first one exists, it gets NotReady. So at most one worker is ever busy
+        with /metrics, whatever the readers, and the others answer POSTs.
         """
         text, taken = self._snapshot
         if text is not None and self._clock() - taken < self.max_age:
             return text
-        if not self._render.acquire(blocking=text is None):
+        if not self._render.acquire(blocking=False):
+            if text is None:
+                raise NotReady("the sink's first /metrics snapshot is being read; ask again in a moment")
             return text  # someone renders the next one: this one is at most max_age + one render old
         try:
             text, taken = self._snapshot

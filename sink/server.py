@@ -801,6 +801,8 @@ class SinkServer:
             if self._reads is not None:
                 return self._reads.metrics_text()
             return self._store.call(_metrics_text)
+        except readings.NotReady as exc:
+            raise Refused("unavailable", str(exc)) from None
         except (sqlite3.Error, OutboxError) as exc:  # a foreign store without the columns sink.views.status reads
             raise Refused("internal", "internal error: no metrics from this store: %s" % exc) from exc
 

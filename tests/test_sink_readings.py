@@ -7,7 +7,7 @@ import unittest
 
 from outbox.core.event import digest
 from sink import init_sink, receive
-from sink.readings import Readings
+from sink.readings import NotReady, Readings
 from tests.support import EVENT, TempDirTestCase, parse_prometheus
 
 
@@ -56,6 +56,15 @@ class ReadingsTest(TempDirTestCase):
         finally:
             self.reads._render.release()
         self.assertNotEqual(self.reads.metrics_text(), first)
+
+    def test_before_the_first_snapshot_a_reader_never_waits_for_another_render(self):
+        self.reads._render.acquire()  # another thread renders the first one now
+        try:
+            with self.assertRaises(NotReady):
+                self.reads.metrics_text()
+        finally:
+            self.reads._render.release()
+        self.assertIn("sink_deliveries_total", self.reads.metrics_text())
 
     def test_each_thread_reads_on_its_own_connection_and_closes_it(self):
         seen = []
