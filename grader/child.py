@@ -411,13 +411,15 @@ def check_stop_on_first_failure(impl, db):
     expect(calls == ["A", "B"], msg("stop.calls"), msg("stop.called", ids=repr(calls)))
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 0, "C": 0}, msg("stop.flags"), msg("sent-flags", flags=repr(flags)))
+    first_calls, first_flags = list(calls), ", ".join("%s=%d" % item for item in sorted(flags.items()))
     del calls[:]
     marked = impl.dispatch(con, lambda e: calls.append(e["id"]) or True)
     expect(calls == ["B", "C"], msg("stop.resumes"), msg("stop.sent", ids=repr(calls)))
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 1, "C": 1} and marked == 2, msg("stop.all-sent"),
            msg("stop.flags-returned", flags=repr(flags), marked=repr(marked)))
-    return msg("stop-on-first-failure.passed"), msg("as-expected")
+    return msg("stop-on-first-failure.passed"), msg("stop.observed", first_calls=", ".join(first_calls),
+                                                    flags=first_flags, resumed=", ".join(calls))
 
 
 @in_process

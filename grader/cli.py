@@ -22,7 +22,8 @@ from .common import describe
 from .messages import LANGS, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
-from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
+from .report import json_evidence  # noqa: F401 (the evidence table's and the quiz's)
+from .wrap import display_width, wrap  # noqa: F401 (the help's, the evidence table's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
@@ -63,33 +64,6 @@ def size(count, lang):
         if count >= scale:
             return "%.1f %s" % (count / scale, unit)
     return text(lang, "size.bytes", count=count)
-
-
-NO_BREAK_BEFORE = "、。，．・：；？！）」』】〕ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ"
-NO_BREAK_AFTER = "（「『【〔"
-
-
-def wrap(text, width):
-    """`text` as lines of at most `width` terminal columns (a wide character takes two).
-
-    Breaks at spaces, and next to wide characters (Japanese has no spaces),
-    except before closing punctuation and small kana or after an opening
-    bracket; never inside an ASCII word, a hyphenated name included. A piece
-    that cannot be broken and is wider than `width` overflows its line.
-    """
-    lines = []
-    for paragraph in text.split("\n"):
-        line = []  # the pieces of the line being filled
-        for piece in re.findall(r"[^\s\u3000-\u9fff\uff00-\uffef]+\s*|\S\s*|\s+", paragraph):
-            line.append(piece)
-            if display_width("".join(line).rstrip()) > width:
-                cut = next((i for i in range(len(line) - 1, 0, -1) if line[i][0] not in NO_BREAK_BEFORE
-                            and line[i - 1].rstrip()[-1:] not in NO_BREAK_AFTER), 0)
-                if cut:
-                    lines.append("".join(line[:cut]).rstrip())
-                    line = line[cut:]
-        lines.append("".join(line).rstrip())
-    return lines
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -168,6 +142,7 @@ def parse_args(argv, lang):
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
+    options.add_argument("--seed", type=int, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
     options.add_argument("--debug", action="store_true", help=t("cli.help.debug"))
     options.add_argument("--version", action="version", version="grade.py %s" % __version__, help=t("cli.help.version"))
@@ -177,6 +152,8 @@ def parse_args(argv, lang):
         for option, given in (("--impl", args.impl), ("-k", args.only), ("--list", args.list), ("--report", args.report)):
             if given:
                 parser.error(t("usage.quiz-with", option=option))
+    elif args.seed is not None:
+        parser.error(t("usage.seed-without-quiz"))
     for name in args.only or ():
         if name not in NAMES:
             parser.error(t("usage.unknown-check", name=name, names=", ".join(NAMES)))

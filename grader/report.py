@@ -11,11 +11,11 @@ import io
 import json
 import os
 import re
-import unicodedata
 import xml.etree.ElementTree as ET
 
 from . import __version__
 from .messages import render, term, terms, text
+from .wrap import display_width
 
 SCHEMA = 1  # docs/report.schema.json: "schema" in every report; raised when a field changes or goes
 
@@ -101,11 +101,6 @@ def class_table(graded, lang, seconds):
 def perfect(graded):
     """How many workers passed every check."""
     return sum(1 for one in graded if all(r["ok"] for r in one.results))
-
-
-def display_width(cell):
-    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
 
 
 def pad(cell, width):

@@ -29,15 +29,15 @@ from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, 
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
 from grader.cli import display_width  # noqa: E402
-from grader.quiz_questions import QUESTIONS  # noqa: E402
+from grader import quiz  # noqa: E402
+from grader.quiz_questions import LETTERS, QUESTIONS  # noqa: E402
 from grader.registry import NAMES  # noqa: E402
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
 STUB_JA = os.path.join(ROOT, "examples", "worker_stub_ja.py")
 # Ids with no words to translate: program values, verdicts, and layout.
-NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string",
-            "quiz.feedback"}
+NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string"}
 # English words a Japanese report may hold: they are names, not prose. Anything with a digit, `_`, `-`,
 # `.`, `/`, `=`, quotes or brackets in it is an identifier, a path or a value already (snack-7, mark_sent,
 # os._exit(73), docs/lab.ja.md, 'ok'), and so are the check names.
@@ -301,16 +301,16 @@ class LanguageChoiceTest(unittest.TestCase):
 
 class JapaneseQuizTest(unittest.TestCase):
     def test_the_quiz_in_japanese_has_no_english_beyond_identifiers(self):
-        answers = "".join(q.answer + "\n" for q in QUESTIONS)
+        answers = "".join(LETTERS[order.index("a")] + "\n" for order in quiz.orders(7, QUESTIONS))
         environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
         environ["LANG"] = "ja_JP.UTF-8"  # the locale alone chooses Japanese
-        proc = subprocess.run([sys.executable, GRADE, "--quiz"], cwd=ROOT, env=environ, timeout=TIME_BOUND,
-                              input=answers.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.run([sys.executable, GRADE, "--quiz", "--seed", "7"], cwd=ROOT, env=environ,
+                              timeout=TIME_BOUND, input=answers.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
         self.assertEqual((proc.returncode, err), (0, ""))
         self.assertEqual(english_words(out), [])
         self.assertEqual(out.count("\n正解です。"), len(QUESTIONS))
-        self.assertTrue(out.endswith("\nクイズの結果: %d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
+        self.assertTrue(out.endswith("\nクイズの結果: 全%d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
         self.assertIn("第1問（全%d問）\nこの実行で観測したこと: crash-after-ackで、パブリッシャー1号は" % len(QUESTIONS), out)
 
     def test_a_wrong_answer_is_refused_in_one_japanese_sentence(self):
@@ -319,11 +319,11 @@ class JapaneseQuizTest(unittest.TestCase):
                               timeout=TIME_BOUND, input=b"a\nx\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.assertEqual(proc.returncode, 2)
         self.assertEqual(proc.stderr.decode("utf-8"),
-                         "grade.py: --quiz: 2番目の答え 'x' は、a、b、c、d のどれでもありません（答えは1行に1つ）\n")
+                         "grade.py: --quiz: 2問目の答え'x'は、a、b、c、dのどれでもありません（答えは1行に1つ）。\n")
         # At a terminal the same answer is asked again.
         letters = messages.text("ja", "quiz.letters-or", letters="a、b、c", last="d")
         self.assertEqual(messages.text("ja", "quiz.not-a-choice", given="x", letters=letters),
-                         "'x' は選択肢にありません。a、b、c、d のどれかで答えてください")
+                         "'x'は選択肢にありません。a、b、c、dのどれかで答えてください。")
 
     def test_the_scan_finds_english_prose(self):
         self.assertEqual(english_words("outboxは「未完了」、deliveries ['applied']、the sink answered"),
