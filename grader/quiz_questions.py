@@ -492,7 +492,7 @@ QUESTIONS = (
                 ("The pending count, the oldest pending item's age, attempts, duplicates and conflicts, apart.",
                  "Here a failed send had an effect and a successful one was only a duplicate: a count of successful "
                  "sends shows neither. The age of the oldest pending item grows whatever the cause (sink down, relay "
-                 "stopped, head stuck), and duplicates and conflicts say what the sink saw. See README, \"Operating it\"."),
+                 "stopped, head stuck), and duplicates and conflicts say what the sink saw. See docs/operating.md, \"Operating it\"."),
                 ("The rate of successful sends per minute, with an alert when it stays below its usual level.",
                  "A failed send here had an effect and a successful one was only a duplicate; a quiet hour lowers the "
                  "rate with nothing wrong. The oldest pending item's age says whether the line moves."),
@@ -513,7 +513,7 @@ QUESTIONS = (
                 ("未完了の項目数、最も古い未完了の経過時間、試行回数、受信の重複数、衝突数を分けて見る。",
                  "この実行では、失敗した送信に効果があり、成功した送信は重複にすぎませんでした。送信成功の回数からは、"
                  "そのどちらも分かりません。最も古い未完了の経過時間は、原因が何であれ（倉庫の停止、リレーの停止、"
-                 "先頭の詰まり）増えていき、受信の重複数と衝突数は倉庫が見たものを示します。README.ja.mdの"
+                 "先頭の詰まり）増えていき、受信の重複数と衝突数は倉庫が見たものを示します。docs/operating.ja.mdの"
                  "「運用する」を参照してください。"),
                 ("1分あたりの送信成功の回数を見て、普段より低い状態が続いたらアラートを出す。",
                  "この実行では、失敗した送信に効果があり、成功した送信は重複でした。注文の少ない時間帯にも、何も"
@@ -580,7 +580,7 @@ QUESTIONS = (
             options=(
                 ("That C overtook B: the kit records each seq sent while B was out of the line (overtaken_by).",
                  "Taking B out of the line changes the order the sink sees. The record says which items went ahead, so "
-                 "that whoever owns B can judge the effect before requeuing it. See README, \"Alert, quarantine, fix, "
+                 "that whoever owns B can judge the effect before requeuing it. See docs/operating.md, \"Alert, quarantine, fix, "
                  "requeue\"."),
                 ("Nothing: the sink's inbox restores the seq order by holding C back until B arrives.",
                  "The inbox deduplicates by id; it neither orders nor holds anything. C is applied when it arrives."),
@@ -600,7 +600,7 @@ QUESTIONS = (
             options=(
                 ("CがBを追い越したこと。Bが外れていたあいだに完了したseqを、キットが記録する。",
                  "Bをキューから外すと、倉庫から見た順序が変わります。どの項目が先に進んだかが記録されるので、Bの"
-                 "担当者は再投入の前にその影響を判断できます。README.ja.mdの「アラート・隔離・修正・再投入」を"
+                 "担当者は再投入の前にその影響を判断できます。docs/operating.ja.mdの「アラート・隔離・修正・再投入」を"
                  "参照してください。"),
                 ("何も要らない。倉庫のinboxがCを止めておき、Bが届いてからseqの順序に戻す。",
                  "inboxはIDで重複を見分けるだけで、並べ替えも保留もしません。Cは届いたときに適用されます。"),
@@ -625,7 +625,7 @@ QUESTIONS = (
                  "A transient failure (no answer, a 5xx) is retried for ever, with backoff, since the sink may be back "
                  "any moment; a permanent one (the sink answered and refused this item: a 409, another 4xx, an "
                  "untrusted ACK) counts toward --max-attempts, then the alert, since retrying will not fix the item. "
-                 "See README, \"Operating it\"."),
+                 "See docs/operating.md, \"Operating it\"."),
                 ("The outage lasted fewer than --max-attempts rounds; a longer one would have raised the same alert.",
                  "Rounds with no answer never count toward --max-attempts: the relay rode out {outage_failures} of them "
                  "and would ride out more. Only --give-up-after bounds an outage."),
@@ -648,7 +648,7 @@ QUESTIONS = (
                  "一時的な失敗（応答なし、5xx）は、倉庫がいつ戻ってもよいように、バックオフしながら無期限に"
                  "リトライします。永続的な失敗（倉庫が答えたうえでこの項目を拒否した。409、ほかの4xx、信用できない"
                  "ACK）は、リトライしても項目は直らないので、--max-attemptsまで数えてアラートを出します。"
-                 "README.ja.mdの「運用する」を参照してください。"),
+                 "docs/operating.ja.mdの「運用する」を参照してください。"),
                 ("停止が--max-attempts回より短かっただけで、もっと長ければ同じアラートが出ていた。",
                  "応答のないラウンドは、--max-attemptsに数えません。リレーは{outage_failures}回を乗り切り、それより"
                  "多くても乗り切ります。停止の長さに上限を設けるのは--give-up-afterだけです。"),
@@ -672,7 +672,7 @@ QUESTIONS = (
                 ("Alert, quarantine it so the rest flows, fix it, requeue it; the quarantine stays an open incident.",
                  "A quarantined item is not delivered: it is an open incident, never a success, and the items that "
                  "overtake it are recorded. The alert came from the relay here, after {refused_count} refusals. See "
-                 "README, \"Alert, quarantine, fix, requeue\"."),
+                 "docs/operating.md, \"Alert, quarantine, fix, requeue\"."),
                 ("Keep retrying it with a short, fixed delay: the conflict may clear once the sink catches up.",
                  "A conflict is a permanent refusal: the sink holds another payload for this id and answers 409 every "
                  "time ({refused_count} times here). Retrying for ever blocks the line and alerts nobody."),
@@ -693,7 +693,7 @@ QUESTIONS = (
                 ("アラートを出し、隔離し、修正して再投入する。隔離は未解決の障害として残しておく。",
                  "隔離した項目は配信されたわけではなく、未解決の障害であって、決して成功ではありません。その項目を"
                  "追い越した項目も記録されます。この実行では、{refused_count}回拒否されたところでリレーがアラートを"
-                 "出しました。README.ja.mdの「アラート・隔離・修正・再投入」を参照してください。"),
+                 "出しました。docs/operating.ja.mdの「アラート・隔離・修正・再投入」を参照してください。"),
                 ("短い一定の間隔でリトライを続ける。倉庫のデータが追いつけば、衝突は解消するかもしれない。",
                  "衝突は永続的な拒否です。倉庫はこのIDについて別の内容を持っていて、毎回409を返します（ここでは"
                  "{refused_count}回）。無限にリトライすると、キューが塞がれたまま、誰にもアラートが届きません。"),
@@ -717,7 +717,7 @@ QUESTIONS = (
                 ("The cap keeps the wait from growing for ever; jitter keeps relays that failed together out of step.",
                  "The cap bounds each wait, so a long outage is still tried at least every --max-delay and the relay "
                  "is back soon after the sink; full jitter draws each wait at random below that bound. Neither limits "
-                 "the attempts: a transient failure is retried for ever. See README, \"Operating it\"."),
+                 "the attempts: a transient failure is retried for ever. See docs/operating.md, \"Operating it\"."),
                 ("The cap limits how many attempts come before the alert; jitter makes each attempt's timeout random.",
                  "The limit on attempts is --max-attempts, and it counts refusals only. The cap on the wait is "
                  "--max-delay: this run's waits stayed below {outage_cap} s."),
@@ -737,7 +737,7 @@ QUESTIONS = (
                 ("上限は待ち時間が際限なく伸びるのを防ぎ、ジッターはリトライが一斉に起こるのを防ぐ。",
                  "上限が1回の待ち時間を抑えるので、停止が長引いても少なくとも--max-delayごとに試し、倉庫が戻れば"
                  "リレーもすぐに戻ります。ジッターは、その上限未満から待ち時間をランダムに選びます。"
-                 "どちらも試行の回数は制限しません。一時的な失敗は無期限にリトライします。README.ja.mdの「運用する」"
+                 "どちらも試行の回数は制限しません。一時的な失敗は無期限にリトライします。docs/operating.ja.mdの「運用する」"
                  "を参照してください。"),
                 ("上限はアラートまでの試行回数を決め、ジッターは試行ごとのタイムアウトをランダムにする。",
                  "試行回数の上限は--max-attemptsで、数えるのは拒否だけです。待機の上限は--max-delayで、この実行の"
