@@ -23,7 +23,7 @@ from .messages import LANGS, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
 from .report import json_evidence  # noqa: F401 (the evidence table's and the quiz's)
-from .wrap import display_width, wrap  # noqa: F401 (the help's, the evidence table's and tests')
+from .wrap import columns, display_width, wrap  # noqa: F401 (the help's, the report's, the evidence table's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
@@ -287,15 +287,30 @@ def grade(args):
 def show_result(result, args):
     lang = args.lang
     expected, observed = result["text"]
-    print(text(lang, "report.expected", verdict=text(lang, "verdict." + result["status"]), name=result["name"],
-               expected=expected))
-    print(text(lang, "report.observed", blank="", observed=observed))
+    verdict = text(lang, "verdict." + result["status"])
+    say(text(lang, "report.expected", verdict=verdict, name=result["name"], expected=expected),
+        text(lang, "report.expected", verdict=verdict, name=result["name"], expected=""))
+    say(text(lang, "report.observed", blank="", observed=observed), text(lang, "report.observed", blank="", observed=""))
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()
+
+
+def say(line, prefix):
+    """Print a report line; at a terminal, wrapped to its width, each further line indented under the text after `prefix`.
+
+    Piped or redirected, a line stays whole: scripts and grep read one check's expectation a line.
+    """
+    if not sys.stdout.isatty():
+        print(line)
+        return
+    hang = display_width(prefix)
+    width = max(columns(sys.stdout) - 1 - hang, 20)
+    for i, piece in enumerate(wrap(line[len(prefix):], width)):
+        print((prefix if i == 0 else " " * hang) + piece)
 
 
 def show_totals(one, args, seconds):

@@ -29,6 +29,7 @@ from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, 
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
 from grader.cli import display_width  # noqa: E402
+from grader.wrap import NO_BREAK_BEFORE  # noqa: E402
 from grader import quiz  # noqa: E402
 from grader.quiz_questions import LETTERS, QUESTIONS  # noqa: E402
 from grader.registry import NAMES  # noqa: E402
@@ -407,6 +408,43 @@ class JapaneseClassTest(TempDirTestCase):
             self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）$")
         self.assertEqual(updates[-1].split("件")[1], "中2")
         self.assertEqual(english_words(out.decode("utf-8")), [])
+
+    def test_the_report_on_a_terminal_is_wrapped_by_japanese_rules(self):
+        import pty  # POSIX only, as the terminal this test needs
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        environ["COLUMNS"] = "60"
+        controller, terminal = pty.openpty()
+        try:
+            proc = subprocess.Popen([sys.executable, GRADE, "--lang", "ja", "--impl", STUB_JA, "-k", "mark-sent",
+                                     "-k", "validate-event"], cwd=ROOT, env=environ, stdout=terminal,
+                                    stderr=subprocess.PIPE)
+            os.close(terminal)
+            terminal = None
+            _, err = proc.communicate(timeout=TIME_BOUND)
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(controller, 65536)
+                except OSError:  # EIO: the terminal's other side is closed, all read
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        finally:
+            os.close(controller)
+            if terminal is not None:
+                os.close(terminal)
+        self.assertEqual((proc.returncode, err), (1, b""))
+        lines = seen.decode("utf-8").replace("\r\n", "\n").split("\n")
+        body = [line for line in lines if line.strip()]
+        self.assertTrue(any(line.startswith("FAIL mark-sent") for line in body), lines)
+        for before, line in zip(body, body[1:]):
+            with self.subTest(line=line):
+                self.assertLessEqual(display_width(line), 60)
+                self.assertNotIn(line.lstrip()[:1], NO_BREAK_BEFORE, (before, line))
+                self.assertFalse(before[-1:].isdigit() and not line.lstrip()[:1].isascii(), (before, line))
+        # A line the terminal folded is indented under the text after 「期待: 」.
+        self.assertTrue(any(line.startswith(" " * display_width("FAIL mark-sent              期待: ")) for line in body))
 
     def test_a_flood_and_its_printed_line_are_japanese(self):
         flood = self.path("flood.py")
