@@ -10,6 +10,8 @@ A field written {name:term} holds a program value (pending, sent, applied,
 duplicate, conflict, present, absent, source, sink); each language shows it
 in its own words, through its "term.<value>" messages, and {name:terms} does
 the same for a list of them. An unknown value is shown as it is.
+{name:count} shows an int with thousands separators (20,000), in every
+language; anything else as it is.
 JSON output stays language-neutral: message ids with their fields, plus the
 English text. Nothing here imports the worker or runs anything.
 """
@@ -69,6 +71,7 @@ EN = {
     "evidence.ack": "ACK seen (publisher)",
     "evidence.inventory": "inventory snack (sink)",
     "evidence.none": "none",
+    "evidence.ack-seen": "{value}",
     "evidence.not-sent": "-",
     "present": "present",
     "absent": "absent",
@@ -325,11 +328,11 @@ EN = {
     "seq-order.passed": "seq order z, a, m over id and clock order; limits 0, 17, True, '16' refused; pending read-only; no seq reused",
     # pending-cost
     "cost.template": "mark_sent marks the template row: True",
-    "cost.copy": "the grader copies your sent row to make {count} sent rows",
-    "cost.pending": "with {count} sent rows pending gives the 4 late events in seq order ({ids})",
+    "cost.copy": "the grader copies your sent row to make {count:count} sent rows",
+    "cost.pending": "with {count:count} sent rows pending gives the 4 late events in seq order ({ids})",
     "cost.order": "pending gave {got}: the right events in another order; pending orders by seq only (see seq-order), and an index on seq that holds only unsent rows keeps that cheap",
-    "cost.flat": "pending(16) with {many} sent rows at most {ratio}x as slow as with {few} (pending must not scan sent rows: a partial index WHERE sent = 0, or an index on (sent, seq))",
-    "cost.timings": "best of many: {few} sent rows {few_ms} ms, {many} sent rows {many_ms} ms ({ratio}x)",
+    "cost.flat": "pending(16) with {many:count} sent rows at most {ratio}x as slow as with {few:count} (pending must not scan sent rows: a partial index WHERE sent = 0, or an index on (sent, seq))",
+    "cost.timings": "best of many: {few:count} sent rows {few_ms} ms, {many:count} sent rows {many_ms} ms ({ratio}x)",
     "pending-cost.passed": "pending(16) costs about the same with 20,000 sent rows as with 10",
     # stop-on-first-failure
     "stop.b-not-marked": "B not marked sent before its send returned",
@@ -538,7 +541,7 @@ def terms(lang, values):
 
 
 class Formatter(string.Formatter):
-    """str.format, plus the two specs for program values: {name:term} and {name:terms}."""
+    """str.format, plus the specs for program values ({name:term}, {name:terms}) and counts ({name:count})."""
 
     def __init__(self, lang):
         super().__init__()
@@ -549,4 +552,6 @@ class Formatter(string.Formatter):
             return term(self.lang, value)
         if spec == "terms":
             return terms(self.lang, value)
+        if spec == "count":
+            return "{:,}".format(value) if isinstance(value, int) and not isinstance(value, bool) else str(value)
         return format(value, spec)

@@ -595,7 +595,7 @@ QUESTIONS = (
         "ja": Text(
             observed="stop-on-first-failureで、Bが失敗したあいだ、Cは一度も送られませんでした（{stop_first_calls}）。"
                      "次のdispatchは{stop_resumed}を送ったので、倉庫にはseqの順に届きました。",
-            question="先頭の項目Bが決して配信できず、Cを流すために運用者がBを隔離したとします。あとで何が分かって"
+            question="先頭の項目Bが決して配信できず、Cを流すために運用者がBを隔離したと仮定します。あとで何が分かって"
                      "いなければなりませんか。",
             options=(
                 ("CがBを追い越したこと。Bが外れていたあいだに完了したseqを、キットが記録する。",

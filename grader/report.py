@@ -61,7 +61,7 @@ EVIDENCE_ROWS = (
     ("evidence.inbox", lambda p, lang: text(lang, "present" if p["inbox"] else "absent")),
     ("evidence.deliveries", lambda p, lang: terms(lang, p["deliveries"])),
     ("evidence.ack", lambda p, lang: text(lang, "evidence.not-sent") if p["ack"] is None
-     else ", ".join(json.dumps(a) for a in p["ack"]) or text(lang, "evidence.none")),
+     else ", ".join(text(lang, "evidence.ack-seen", value=json.dumps(a)) for a in p["ack"]) or text(lang, "evidence.none")),
     ("evidence.inventory", lambda p, lang: str(p["inventory"])),
 )
 EVIDENCE_CHECKS = ("crash-after-ack", "dropped-response")

@@ -38,7 +38,8 @@ REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
 STUB_JA = os.path.join(ROOT, "examples", "worker_stub_ja.py")
 # Ids with no words to translate: program values, verdicts, and layout.
-NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string"}
+NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string",
+            "evidence.after"}
 # English words a Japanese report may hold: they are names, not prose. Anything with a digit, `_`, `-`,
 # `.`, `/`, `=`, quotes or brackets in it is an identifier, a path or a value already (snack-7, mark_sent,
 # os._exit(73), docs/lab.ja.md, 'ok'), and so are the check names.
@@ -156,7 +157,7 @@ class JapaneseTableTest(unittest.TestCase):
         self.assertEqual(messages.terms("ja", []), "なし")
         self.assertEqual(messages.term("ja", "2 rows"), "2 rows")  # a value with no term is shown as it is
         self.assertEqual(messages.text("ja", "wrongdb.refused", opener="init_store", kind="sink"),
-                         "倉庫DBに対する init_store が WrongDatabase を送出し、ファイルを変えないこと")
+                         "倉庫DBに対するinit_storeがWrongDatabaseを送出し、ファイルを変えないこと")
         self.assertEqual(messages.text("en", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
                                        inventory=7, outbox="sent"),
                          "deliveries ['applied', 'duplicate'], inventory 7, outbox sent")
@@ -193,7 +194,7 @@ class JapaneseReportTest(unittest.TestCase):
             with self.subTest(check=name):
                 self.assertRegex(expected, "[\u3000-\u30ff\u4e00-\u9fff]")
                 self.assertRegex(observed, "[\u3000-\u30ff\u4e00-\u9fff]")
-        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\n採点結果: 合格 0、不合格 %d\n\Z" % len(NAMES))
+        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\n採点結果: 合格0件、不合格%d件\n\Z" % len(NAMES))
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
         # Three English words in a row would be a sentence left untranslated (the stub's errors are class names).
@@ -204,7 +205,7 @@ class JapaneseReportTest(unittest.TestCase):
         self.assertEqual(status, 0, out + err)
         self.assertEqual(english_words(out), [])
         self.assertEqual(sorted(check_lines(out, "PASS")), sorted(NAMES))
-        self.assertIn("\n採点結果: 合格 %d、不合格 0\n" % len(NAMES), out)
+        self.assertIn("\n採点結果: 合格%d件、不合格0件\n" % len(NAMES), out)
         for name in ("crash-after-ack", "dropped-response"):
             with self.subTest(scenario=name):
                 title = messages.text("ja", "evidence.title", name=name)
@@ -215,7 +216,8 @@ class JapaneseReportTest(unittest.TestCase):
                     "evidence.observation", "evidence.order", "evidence.outbox", "evidence.inbox",
                     "evidence.deliveries", "evidence.ack", "evidence.inventory")])
                 self.assertIn(messages.text("ja", "evidence.after", phase=messages.text("ja", "phase.intake")), table[0])
-                self.assertIn("パブリッシャー1号", table[0])
+                self.assertIn("1号の後", table[0])
+                self.assertLessEqual(max(display_width(line) for line in [title] + table), 100)
                 self.assert_aligned(table)
                 cells = {line.split("  ")[1]: line.split()[1:] for line in table[1:]}
                 self.assertEqual(cells[messages.text("ja", "evidence.outbox")], ["未完了", "未完了", "完了"])
@@ -243,11 +245,11 @@ class LanguageChoiceTest(unittest.TestCase):
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="ja_JP.UTF-8")
         self.assertEqual(status, 1, err)
         self.assertIn("FAIL mark-sent", out)
-        self.assertIn("\n採点結果: 合格 0、不合格 1\n", out)
+        self.assertIn("\n採点結果: 合格0件、不合格1件\n", out)
 
     def test_lc_all_comes_before_lang(self):
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="en_US.UTF-8", LC_ALL="ja_JP.UTF-8")
-        self.assertIn("\n採点結果: 合格 0、不合格 1\n", out)
+        self.assertIn("\n採点結果: 合格0件、不合格1件\n", out)
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="ja_JP.UTF-8", LC_ALL="C.UTF-8")
         self.assertIn("\ngrade: 0 passed, 1 failed\n", out)
 
@@ -268,17 +270,17 @@ class LanguageChoiceTest(unittest.TestCase):
     def test_a_usage_error_is_one_japanese_line(self):
         status, out, err = grade("--lang", "ja", "-k", "no-such-check")
         self.assertEqual((status, out), (2, ""))
-        self.assertRegex(err, r"\Agrade\.py: エラー: 'no-such-check' というチェックはありません。[^\n]*\n\Z")
+        self.assertRegex(err, r"\Agrade\.py: エラー: 'no-such-check'というチェックはありません。[^\n]*\n\Z")
         # argparse's own complaints too.
-        for args, line in ((["--timeout", "x"], "引数 --timeout: 'x' は float として読めません"),
+        for args, line in ((["--timeout", "x"], "引数--timeout: 'x'は数値（float）として解釈できません"),
                            (["--bogus"], "認識できない引数です: --bogus"),
-                           (["--impl"], "引数 --impl: 値を1つ指定してください")):
+                           (["--impl"], "引数--impl: 値を1つ指定してください")):
             with self.subTest(args=args):
                 status, out, err = grade("--lang", "ja", *args)
                 self.assertEqual((status, out, err), (2, "", "grade.py: エラー: %s\n" % line))
         status, out, err = grade("--lang", "xx", LANG="ja_JP.UTF-8")
         self.assertEqual(status, 2)
-        self.assertRegex(err, r"\Agrade\.py: エラー: 引数 --lang: 'xx' は選べません（選べる値: [^\n]*en[^\n]*ja[^\n]*）\n\Z")
+        self.assertRegex(err, r"\Agrade\.py: エラー: 引数--lang: 'xx'は選べません（選べる値: [^\n]*en[^\n]*ja[^\n]*）\n\Z")
 
     def test_help_is_japanese_and_wrapped_by_display_width(self):
         status, out, err = grade("--lang", "ja", "--help", COLUMNS="80")
@@ -370,7 +372,7 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
         self.assertRegex(lines[0], r"^ワーカー +合格数 +不合格のチェック$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4人中1人、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
         self.assertEqual(len(progress), 4, err)
         for line in progress:  # stderr is no terminal: one line per finished worker
@@ -405,8 +407,8 @@ class JapaneseClassTest(TempDirTestCase):
         updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
         self.assertTrue(updates)
         for update in updates:
-            self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）$")
-        self.assertEqual(updates[-1].split("件")[1], "中2")
+            self.assertRegex(update, r"^採点中: ワーカー2人中[0-2]人が完了（[0-9]+秒）$")
+        self.assertEqual(updates[-1].split("人")[1], "中2")
         self.assertEqual(english_words(out.decode("utf-8")), [])
 
     def test_the_report_on_a_terminal_is_wrapped_by_japanese_rules(self):
