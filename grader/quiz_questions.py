@@ -44,9 +44,9 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー1号はACK（{crash_ack}）を受け取った直後に、終了コード{crash_exit}で"
-                     "終了しました。受付DBのoutboxは「{crash_outbox:term}」、倉庫のinboxの行は「{crash_inbox:term}」、"
+                     "終了しました。受付DBのoutboxは{crash_outbox:term}、倉庫のinboxの行は{crash_inbox:term}、"
                      "在庫は{crash_inventory}です。",
-            question="パブリッシャーはACKを受け取ったのに、outboxはまだ「{crash_outbox:term}」です。この2つの行から"
+            question="パブリッシャーはACKを受け取ったのに、outboxはまだ{crash_outbox:term}です。この2つの行から"
                      "何が言えますか。",
             options=(
                 ("倉庫は適用し、パブリッシャーも証拠を受け取ったが、完了印を保存する前に終了した。",
@@ -56,7 +56,7 @@ QUESTIONS = (
                  "docs/lab.ja.mdの「表の読み方」を参照してください。"),
                 ("snack-7は失われた。プロセスが途中で終了したので、倉庫の行は信用できない。",
                  "倉庫の行は倉庫自身の記録で、採点ツールが別の接続で読んだものです。inboxの行は"
-                 "「{crash_inbox:term}」、在庫は{crash_inventory}です。パブリッシャーが終了しても、倉庫のコミットは"
+                 "{crash_inbox:term}、在庫は{crash_inventory}です。パブリッシャーが終了しても、倉庫のコミットは"
                  "取り消されません。"),
                 ("ACKは配信の証拠なので、受付DBの情報が古い。行は手作業で完了にすべきである。",
                  "完了印は受付DB自身の記録で、確認できるACKを受け取ったパブリッシャーだけが付けます。手作業で付ける"
@@ -94,7 +94,7 @@ QUESTIONS = (
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー1号はsnack-7に対して{crash_ack}という応答を受け取り、完了印を"
                      "付ける前に終了コード{crash_exit}で終了しました。パブリッシャー2号は{crash_final_ack}を受け取り、"
-                     "そのあとで初めて受付DBのoutboxが「{crash_final_outbox:term}」になりました。",
+                     "そのあとで初めて受付DBのoutboxが{crash_final_outbox:term}になりました。",
             question="倉庫のどの応答なら、snack-7が配信された証拠として、完了印を付けてよいですか。",
             options=(
                 ("状態コード200で、上限内のJSONの本文が、送ったのと同じIDについて\"ack\": trueと答える応答。",
@@ -137,24 +137,24 @@ QUESTIONS = (
             ),
         ),
         "ja": Text(
-            observed="dropped-responseで、パブリッシャー1号は{drop_error}を送出し、受け取ったACKは「{drop_ack:term}」"
-                     "でした。それでも、倉庫のinboxの行は「{drop_inbox:term}」、deliveriesは「{drop_deliveries:terms}」、"
+            observed="dropped-responseで、パブリッシャー1号は{drop_error}を送出し、受け取ったACKは{drop_ack:term}"
+                     "でした。それでも、倉庫のinboxの行は{drop_inbox:term}、deliveriesは{drop_deliveries:terms}、"
                      "在庫は{drop_inventory}です。",
             question="ACKが返ってこなかったことから、倉庫について何が言えますか。",
             options=(
                 ("それだけでは何も言えない。適用の有無は倉庫自身の行でしか分からない。",
                  "ACKがないことは、何も起きなかった証拠ではありません。この実行では、倉庫は受信をコミットし"
                  "（在庫{drop_inventory}）、そのあとで応答が失われました。パブリッシャーからはリクエストが届かなかった"
-                 "場合と区別できないので、snack-7は「{drop_outbox:term}」のまま残ります。docs/lab.ja.mdの"
+                 "場合と区別できないので、snack-7は{drop_outbox:term}のまま残ります。docs/lab.ja.mdの"
                  "「表の読み方」を参照してください。"),
                 ("倉庫はsnack-7を受け取っていない。次の送信が、最初で唯一の配信になる。",
-                 "この実行では倉庫は受け取っています。inboxの行は「{drop_inbox:term}」、在庫は{drop_inventory}です。"
+                 "この実行では倉庫は受け取っています。inboxの行は{drop_inbox:term}、在庫は{drop_inventory}です。"
                  "コミットのあとで応答が失われただけで、パブリッシャーにはそれが分かりません。"),
                 ("倉庫はsnack-7を拒否した。同じように送り直しても、また拒否される。",
                  "拒否も応答の1つ（409やほかの4xx）で、返ってくればパブリッシャーに分かります。ここでは応答そのものが"
                  "ありませんでした（{drop_error}）。これは一時的な失敗で、次の試行で通ることがあります。"),
                 ("倉庫はsnack-7を2回適用した。リクエストの分と、失われた応答の分である。",
-                 "応答が失われても、何かが適用されるわけではありません。deliveriesは「{drop_deliveries:terms}」、"
+                 "応答が失われても、何かが適用されるわけではありません。deliveriesは{drop_deliveries:terms}、"
                  "在庫は{drop_inventory}で、適用は1回です。"),
             ),
         ),
@@ -183,8 +183,8 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー2号（終了コード{crash_final_exit}）のあと、倉庫のdeliveriesは"
-                     "「{crash_final_deliveries:terms}」、在庫は{crash_final_inventory}、受付DBのoutboxは"
-                     "「{crash_final_outbox:term}」です。",
+                     "{crash_final_deliveries:terms}、在庫は{crash_final_inventory}、受付DBのoutboxは"
+                     "{crash_final_outbox:term}です。",
             question="倉庫のdeliveriesにある2つ目の記録は、何を立証していますか。",
             options=(
                 ("同じIDがもう一度届き、inboxがそれを見分けた。配信は2回、適用は1回だけだった。",
@@ -229,7 +229,7 @@ QUESTIONS = (
         "ja": Text(
             observed="crash-after-ackで、パブリッシャーはACKのあとで初めて完了印を付けます。パブリッシャー1号はその"
                      "あいだで終了し（終了コード{crash_exit}）、パブリッシャー2号が送り直すと、倉庫のdeliveriesは"
-                     "「{crash_final_deliveries:terms}」になりました。",
+                     "{crash_final_deliveries:terms}になりました。",
             question="送信と完了印のどちらを先にしても、配信がちょうど1回にならないのはなぜですか。",
             options=(
                 ("先に印を付けると、送る前に落ちた項目を失う。あとで付けると、2回送ることがある。",
@@ -275,14 +275,14 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号のdispatchは「{drop_message}」をそのまま伝えました。受付DBの"
-                     "outboxは「{drop_outbox:term}」、倉庫の在庫は{drop_inventory}です。そのあとパブリッシャー2号が送り"
-                     "直すと、倉庫のdeliveriesは「{drop_final_deliveries:terms}」になりました。",
+                     "outboxは{drop_outbox:term}、倉庫の在庫は{drop_inventory}です。そのあとパブリッシャー2号が送り"
+                     "直すと、倉庫のdeliveriesは{drop_final_deliveries:terms}になりました。",
             question="本番のシステムで、応答が返らず未完了の行が残ったこの状態を見つけました。どうしますか。",
             options=(
                 ("パブリッシャーに同じIDで送り直させる。あとは倉庫のinboxが決着を付ける。",
                  "パブリッシャーからは、応答が失われたのか、リクエストが届かなかったのかを区別できません。同じIDでの"
                  "再送は、どちらの場合にも正しい手です。届いていなければ最初の配信として適用され、届いていれば"
-                 "2回目の効果を持たない重複になります。パブリッシャー2号の「{drop_final_deliveries:terms}」がその"
+                 "2回目の効果を持たない重複になります。パブリッシャー2号の{drop_final_deliveries:terms}がその"
                  "例です。docs/lab.ja.mdの「同じIDで再送し、決して削除しない理由」を参照してください。"),
                 ("手作業で完了印を付ける。倉庫の在庫が{drop_inventory}なので、配信されたことは明らかである。",
                  "この実行では在庫がたまたまそれを示していますが、リクエストが届いていなかった場合、手作業の印は"
@@ -325,7 +325,7 @@ QUESTIONS = (
             observed="crash-after-ackで、パブリッシャー1号はACKの直後にos._exit({crash_exit})で終了し、新しいプロセスで"
                      "あるパブリッシャー2号が同じ受付DBのファイルを開き直して、終了コード{crash_final_exit}で終わりました。"
                      "採点ツールが自分の接続で2つのDBファイルを読むと、在庫は{crash_final_inventory}、outboxは"
-                     "「{crash_final_outbox:term}」でした。",
+                     "{crash_final_outbox:term}でした。",
             question="この実行で立証されたのは、どれですか。",
             options=(
                 ("最悪の瞬間に終了したプロセスのファイルを新しいプロセスが開き直しても、性質が保たれること。",
@@ -416,7 +416,7 @@ QUESTIONS = (
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー1号が終了コード{crash_exit}で終了したあと、パブリッシャー2号を"
                      "起動したのは採点ツール自身です。パブリッシャー2号は終了コード{crash_final_exit}で終わり、outboxは"
-                     "「{crash_final_outbox:term}」になりました。",
+                     "{crash_final_outbox:term}になりました。",
             question="本番で、失敗したパブリッシャーを再び動かすことについて、この実行から何が言えますか。",
             options=(
                 ("何も言えない。2号を起動したのは採点ツールで、リトライと仕事の分配は運用者の責任である。",
@@ -459,7 +459,7 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー2号が動き始めたのは、パブリッシャー1号が終了コード{crash_exit}で"
-                     "終わったあとです。パブリッシャーは常に1つだけで、倉庫のdeliveriesは「{crash_final_deliveries:terms}」"
+                     "終わったあとです。パブリッシャーは常に1つだけで、倉庫のdeliveriesは{crash_final_deliveries:terms}"
                      "でした。",
             question="速くするために、同じ受付DBでリレーを2つ動かしたいという提案がありました。この実行から、それについて"
                      "何が言えますか。",
@@ -507,7 +507,7 @@ QUESTIONS = (
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号の送信は{drop_error}で失敗しましたが、倉庫はsnack-7を"
                      "適用しています（在庫{drop_inventory}）。パブリッシャー2号の送信は成功し、倉庫のdeliveriesは"
-                     "「{drop_final_deliveries:terms}」になりました。",
+                     "{drop_final_deliveries:terms}になりました。",
             question="運用者は、送信成功の回数の代わりに、何を見ますか。",
             options=(
                 ("未完了の項目数、最も古い未完了の経過時間、試行回数、受信の重複数、衝突数を分けて見る。",
@@ -685,7 +685,7 @@ QUESTIONS = (
             ),
         ),
         "ja": Text(
-            observed="conflictで、倉庫は{conflict_body}と答え、deliveriesに「{conflict_deliveries:terms}」を記録しました。"
+            observed="conflictで、倉庫は{conflict_body}と答え、deliveriesに{conflict_deliveries:terms}を記録しました。"
                      "リレーは{refused_count}回拒否されたところでアラートを出し、snack-7はキューの先頭に残りました。",
             question="先頭の項目が決して受け付けられず（毎回衝突になる）、その後ろの項目がすべて待っています。正しい"
                      "手順はどれですか。",

@@ -163,7 +163,7 @@ class JapaneseTableTest(unittest.TestCase):
                          "deliveries ['applied', 'duplicate'], inventory 7, outbox sent")
         self.assertEqual(messages.text("ja", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
                                        inventory=7, outbox="sent"),
-                         "deliveriesは「適用・重複」、在庫は7、outboxは「完了」")
+                         "deliveriesは適用・重複、在庫は7、outboxは完了")
 
     def test_the_japanese_stub_is_the_english_stub_with_japanese_docstrings(self):
         def functions(path):

@@ -170,7 +170,7 @@ class QuizTableTest(unittest.TestCase):
             self.assertIn("0.500, 0.250, 0.125, 0.062", after[lang]["retry-wait-cap-and-jitter"])
             self.assertIn("5", after[lang]["quarantine-is-not-success"])
         self.assertIn("the source's outbox says sent", after["en"]["ack-is-not-the-mark"])
-        self.assertIn("受付DBのoutboxは「完了」", after["ja"]["ack-is-not-the-mark"])
+        self.assertIn("受付DBのoutboxは完了", after["ja"]["ack-is-not-the-mark"])
 
     def test_every_section_the_explanations_point_at_exists(self):
         docs = {}
