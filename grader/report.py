@@ -67,8 +67,11 @@ EVIDENCE_ROWS = (
 EVIDENCE_CHECKS = ("crash-after-ack", "dropped-response")
 
 
-def evidence_tables(evidence, lang):
-    """[(title, rows)] for each story the grader observed; rows of cells, the first the header."""
+def evidence_tables(evidence, lang, with_names=False):
+    """[(title, rows)] for each story the grader observed; rows of cells, the first the header.
+
+    With `with_names`, [(title, rows, the check's name)]: a page heads each table with the name alone.
+    """
     tables = []
     for name in EVIDENCE_CHECKS:
         phases = evidence.get(name)
@@ -76,8 +79,8 @@ def evidence_tables(evidence, lang):
             continue
         rows = [[text(lang, "evidence.observation")] + [text(lang, "evidence.after", phase=p["phase"]) for p in phases]]
         rows += [[text(lang, label)] + [show(p, lang) for p in phases] for label, show in EVIDENCE_ROWS]
-        tables.append((text(lang, "evidence.title", name=name), rows))
-    return tables
+        tables.append((text(lang, "evidence.title", name=name), rows, name))
+    return [(title, rows) for title, rows, _ in tables] if not with_names else tables
 
 
 def class_table(graded, lang, seconds):
@@ -236,14 +239,17 @@ def index_html(graded, checks, lang, seconds):
     parts.append("</table>\n")
     for n, one in enumerate(graded):
         parts.append('<h2 id="w%d">%s</h2>\n<p><code>%s</code></p>\n<table>\n' % (n, e(one.worker.name), e(one.worker.path)))
+        parts.append("<tr><th>%s</th><th>%s</th><th>%s</th></tr>\n" % (
+            e(text(lang, "html.verdict")), e(text(lang, "html.check")), e(text(lang, "html.result"))))
         for result in one.results:
             expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))
             parts.append('<tr><td class="%s">%s</td><td><code>%s</code></td><td>%s<br>%s</td></tr>\n' % (
                 result["status"], e(VERDICT[result["status"]]), e(result["name"]),
                 e(text(lang, "html.expected", expected=expected)), e(text(lang, "html.observed", observed=observed))))
         parts.append("</table>\n")
-        for title, rows in evidence_tables(one.grader.evidence, lang):
-            parts.append("<h3>%s</h3>\n<table>\n" % e(title))
+        for _, rows, name in evidence_tables(one.grader.evidence, lang, with_names=True):
+            parts.append("<h3>%s</h3>\n<p>%s</p>\n<table>\n" % (e(text(lang, "evidence.heading", name=name)),
+                                                              e(text(lang, "evidence.note"))))
             for i, row in enumerate(rows):
                 tag = "th" if i == 0 else "td"
                 parts.append("<tr>%s</tr>\n" % "".join("<%s>%s</%s>" % (tag, e(value), tag) for value in row))

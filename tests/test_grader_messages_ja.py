@@ -388,7 +388,11 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertIn("観測: 1行目: 「SyntaxError: ", page)
         self.assertEqual(english_words(page), [])
         with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
-            self.assertIn('<html lang="ja">', f.read())
+            html_text = f.read()
+        self.assertIn('<html lang="ja">', html_text)
+        # A heading is the table's name; the note that goes with it is a paragraph; each worker's table has a header row.
+        self.assertIn("<h3>snack-7の証拠: crash-after-ack</h3>\n<p>各行は別々の観測で", html_text)
+        self.assertIn("<tr><th>判定</th><th>チェック</th><th>期待と観測</th></tr>", html_text)
         # ... and the files for programs stay language-neutral: English text, message ids.
         with open(os.path.join(reports, "junit.xml"), encoding="utf-8") as f:
             junit = f.read()
