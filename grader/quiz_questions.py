@@ -44,7 +44,7 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー1号はACK（{crash_ack}）を受け取った直後に、終了コード{crash_exit}で"
-                     "終了しました。受付DBのoutboxは{crash_outbox:term}、倉庫のinboxの行は{crash_inbox:term}、"
+                     "終了しました。受付DBのoutboxは{crash_outbox:term}、倉庫のinboxの行は「{crash_inbox:term}」、"
                      "在庫は{crash_inventory}です。",
             question="パブリッシャーはACKを受け取ったのに、outboxはまだ{crash_outbox:term}です。この2つの行から"
                      "何が言えますか。",
@@ -56,7 +56,7 @@ QUESTIONS = (
                  "docs/lab.ja.mdの「表の読み方」を参照してください。"),
                 ("snack-7は失われた。プロセスが途中で終了したので、倉庫の行は信用できない。",
                  "倉庫の行は倉庫自身の記録で、採点ツールが別の接続で読んだものです。inboxの行は"
-                 "{crash_inbox:term}、在庫は{crash_inventory}です。パブリッシャーが終了しても、倉庫のコミットは"
+                 "「{crash_inbox:term}」、在庫は{crash_inventory}です。パブリッシャーが終了しても、倉庫のコミットは"
                  "取り消されません。"),
                 ("ACKは配信の証拠なので、受付DBの情報が古い。行は手作業で完了にすべきである。",
                  "完了印は受付DB自身の記録で、確認できるACKを受け取ったパブリッシャーだけが付けます。手作業で付ける"
@@ -138,7 +138,7 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号は{drop_error}を送出し、受け取ったACKは{drop_ack:term}"
-                     "でした。それでも、倉庫のinboxの行は{drop_inbox:term}、deliveriesは{drop_deliveries:terms}、"
+                     "でした。それでも、倉庫のinboxの行は「{drop_inbox:term}」、deliveriesは{drop_deliveries:terms}、"
                      "在庫は{drop_inventory}です。",
             question="ACKが返ってこなかったことから、倉庫について何が言えますか。",
             options=(
@@ -148,7 +148,7 @@ QUESTIONS = (
                  "場合と区別できないので、snack-7は{drop_outbox:term}のまま残ります。docs/lab.ja.mdの"
                  "「表の読み方」を参照してください。"),
                 ("倉庫はsnack-7を受け取っていない。次の送信が、最初で唯一の配信になる。",
-                 "この実行では倉庫は受け取っています。inboxの行は{drop_inbox:term}、在庫は{drop_inventory}です。"
+                 "この実行では倉庫は受け取っています。inboxの行は「{drop_inbox:term}」、在庫は{drop_inventory}です。"
                  "コミットのあとで応答が失われただけで、パブリッシャーにはそれが分かりません。"),
                 ("倉庫はsnack-7を拒否した。同じように送り直しても、また拒否される。",
                  "拒否も応答の1つ（409やほかの4xx）で、返ってくればパブリッシャーに分かります。ここでは応答そのものが"
