@@ -1,6 +1,6 @@
 """The quiz's two short relay runs: the kit's relay across a sink outage, and against a head item the sink refuses.
 
-Runs only the kit's own code (outbox.relay, outbox.send_http, sink.server), in
+Runs only the kit's own code (outbox.ops.relay, outbox.send_http, sink.server), in
 this process, on temporary files under `work` and a sink on 127.0.0.1; it
 never loads a worker. Each run is bounded by a deadline and returns the
 figures the retry questions quote; a run that does not end as the kit's relay
@@ -11,8 +11,9 @@ import socket
 import time
 
 from outbox import init_store, intake, send_http
-from outbox import operations, relay
-from sink import inbox, server
+from outbox.ops import operations, relay
+from sink import server
+from sink.core import inbox
 
 from .common import SNACK
 
