@@ -20,7 +20,9 @@ import time
 import traceback
 
 from . import common, contain
-from .common import INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, describe, describe_value, expect, msg, read_only
+from .common import (
+    INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, closed_port, describe, describe_value, expect, msg, read_only,
+)
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
 
@@ -726,16 +728,6 @@ def check_url_rule(impl, db):
     finally:
         trap.close()
     return msg("url-rule.passed", count=len(BAD_URLS), loopback=len(LOOPBACK_URLS)), msg("as-expected")
-
-
-def closed_port():
-    """A loopback port that nothing listens on (bound, then released): a connection to it is refused."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-    finally:
-        probe.close()
 
 
 @in_process

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import string
+import subprocess
 import sys
 import time
 import unicodedata
@@ -24,14 +25,17 @@ from .cli import (
 )
 from .common import Fail
 from .messages import MESSAGES, render, text
-from .parent import PROCESSES, Grader
+from .parent import PROCESSES, ROOT, Grader
 from .quiz_questions import LETTERS, QUESTIONS
 from .registry import CHECKS
+from .text import shown
 from .wrap import columns, wrap
 
 SCENARIOS = ("crash-after-ack", "dropped-response", "conflict", "stop-on-first-failure")
 MAX_WIDTH = 100  # columns, however wide the terminal
 SEEDS = 1 << 32  # a seed chosen for a run is below this
+RELAY_TIMEOUT = 30  # seconds for both relay runs (about 0.5 s idle; each has its own 10 s deadline)
+MAX_RELAY_OUTPUT = 64 * 1024  # bytes read of what the relay runs print
 
 
 class BadInput(Exception):
@@ -116,19 +120,26 @@ def run_reference(grader, lang):
 
 
 def run_relays(tmp, lang):
-    """The kit's relay across a sink outage, then against a head item the sink refuses: {"outage": .., "refused": ..}."""
-    from . import quiz_relay  # the kit's relay and sink, loaded only here: grading never runs them in its own process
+    """The kit's relay across a sink outage, then against a head item the sink refuses: {"outage": .., "refused": ..}.
 
+    They run in a child process (grader/quiz_relay.py), bounded in time and output: this process never imports
+    the kit.
+    """
     work = os.path.join(tmp, "quiz-relay")
     os.mkdir(work)
-    runs = {}
-    for name, run in (("outage", quiz_relay.outage), ("refused", quiz_relay.refused)):
-        try:
-            runs[name] = run(work)
-        except quiz_relay.RelayFailed as exc:
-            raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay (%s)" % name, expected="",
-                                       observed=exc.args[0]))
-    return runs
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "grader.quiz_relay", work], cwd=ROOT, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=RELAY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc = None
+    if proc is None or proc.returncode != 0:
+        why = "timed out after %d s" % RELAY_TIMEOUT if proc is None else shown(
+            proc.stderr[-MAX_RELAY_OUTPUT:].decode("utf-8", "replace").strip() or "exit %d" % proc.returncode)
+        raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay", expected="", observed=why))
+    return json.loads(proc.stdout[:MAX_RELAY_OUTPUT].decode("utf-8"))
 
 
 def observations(evidence, observed, relays):

@@ -1,13 +1,16 @@
 """The quiz's two short relay runs: the kit's relay across a sink outage, and against a head item the sink refuses.
 
-Runs only the kit's own code (outbox.ops.relay, outbox.send_http, sink.server), in
-this process, on temporary files under `work` and a sink on 127.0.0.1; it
-never loads a worker. Each run is bounded by a deadline and returns the
-figures the retry questions quote; a run that does not end as the kit's relay
-must raises RelayFailed. It prints nothing.
+Runs only the kit's own code (outbox.ops.relay, outbox.send_http, sink.server),
+on temporary files under `work` and a sink on 127.0.0.1; it never loads a
+worker. The quiz runs it as a child process (`python -m grader.quiz_relay
+WORK`), so that the grader's own process never imports the kit: main() prints
+both runs' figures as one JSON object, or one line on stderr and exit 1. Each
+run is bounded by a deadline; a run that does not end as the kit's relay must
+raises RelayFailed.
 """
+import json
 import os
-import socket
+import sys
 import time
 
 from outbox import init_store, intake, send_http
@@ -15,7 +18,7 @@ from outbox.ops import operations, relay
 from sink import server
 from sink.core import inbox
 
-from .common import SNACK
+from .common import SNACK, closed_port
 
 OUTAGE_FAILURES = 4  # failed rounds before the sink comes up: the 4th wait is the first the cap cuts
 BASE_DELAY, MAX_DELAY = 0.02, 0.1  # seconds: --base-delay and --max-delay of the outage run
@@ -41,7 +44,7 @@ def outage(work):
     sink = None
     try:
         intake(con, SNACK)
-        port = _free_port()
+        port = closed_port()  # nothing listens there: the outage
         url = "http://127.0.0.1:%d/events" % port
         failed_at, rounds, lines, tally = [], [], [], relay.Tally()
         deadline = time.monotonic() + DEADLINE
@@ -109,11 +112,17 @@ def refused(work):
         con.close()
 
 
-def _free_port():
-    """A loopback port with nothing listening on it now: the sink's, during the outage."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def main(argv):
+    """`python -m grader.quiz_relay WORK`: both runs, their figures as JSON on stdout; exit 1 if one failed."""
+    work = argv[0]
     try:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-    finally:
-        probe.close()
+        runs = {"outage": outage(work), "refused": refused(work)}
+    except RelayFailed as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 1
+    print(json.dumps(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -416,31 +416,11 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertEqual(english_words(out.decode("utf-8")), [])
 
     def test_the_report_on_a_terminal_is_wrapped_by_japanese_rules(self):
-        import pty  # POSIX only, as the terminal this test needs
         environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
         environ["COLUMNS"] = "60"
-        controller, terminal = pty.openpty()
-        try:
-            proc = subprocess.Popen([sys.executable, GRADE, "--lang", "ja", "--impl", STUB_JA, "-k", "mark-sent",
-                                     "-k", "validate-event"], cwd=ROOT, env=environ, stdout=terminal,
-                                    stderr=subprocess.PIPE)
-            os.close(terminal)
-            terminal = None
-            _, err = proc.communicate(timeout=TIME_BOUND)
-            seen = b""
-            while True:
-                try:
-                    chunk = os.read(controller, 65536)
-                except OSError:  # EIO: the terminal's other side is closed, all read
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-        finally:
-            os.close(controller)
-            if terminal is not None:
-                os.close(terminal)
-        self.assertEqual((proc.returncode, err), (1, b""))
+        status, err, seen = run_on_a_terminal([sys.executable, GRADE, "--lang", "ja", "--impl", STUB_JA, "-k", "mark-sent",
+                                               "-k", "validate-event"], env=environ, timeout=TIME_BOUND, stream="stdout")
+        self.assertEqual((status, err), (1, b""))
         lines = seen.decode("utf-8").replace("\r\n", "\n").split("\n")
         body = [line for line in lines if line.strip()]
         self.assertTrue(any(line.startswith("FAIL mark-sent") for line in body), lines)

@@ -5,22 +5,13 @@ then delivers once the kit's sink is up there, with no alert; the refused run
 ends in the relay's HeadStuck alert with the item still at the head. Each
 figure it returns is checked against the DB files it leaves behind.
 """
-import sqlite3
 import sys
 import unittest
 
-from tests.support import ROOT, TempDirTestCase
+from tests.support import ROOT, TempDirTestCase, read_rows as rows
 
 sys.path.insert(0, ROOT)
 from grader import quiz_relay  # noqa: E402
-
-
-def rows(path, sql):
-    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 class OutageTest(TempDirTestCase):
