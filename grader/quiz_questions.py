@@ -97,13 +97,13 @@ QUESTIONS = (
                      "そのあとで初めて受付DBのoutboxが{crash_final_outbox:term}になりました。",
             question="倉庫のどの応答なら、snack-7が配信された証拠として、完了印を付けてよいですか。",
             options=(
-                ("状態コード200で、上限内のJSONの本文が、送ったのと同じIDについて\"ack\": trueと答える応答。",
-                 "これがsend_httpの確かめる、確認できるACKです。状態コード200、上限内に収まる完全な本文、"
+                ("ステータス200で、上限内のJSONの本文が、送ったのと同じIDについて\"ack\": trueと答える応答。",
+                 "これがsend_httpの確かめる、確認できるACKです。ステータス200、上限内に収まる完全な本文、"
                  "\"ack\": true、送ったものと同じIDがそろって初めて証拠になります。パブリッシャー2号も、この"
                  "ACK（{crash_final_ack}）を受け取ってから完了印を付けました。docs/lab.ja.mdの手順8（send_http）を"
                  "参照してください。"),
                 ("倉庫の/eventsが返す2xxなら、本文に関係なく証拠になる。倉庫はコミットしてから2xxを返すからである。",
-                 "状態コードだけでは、どのイベントが適用されたかは分かりません。プロキシや別のサービス、別の内容を"
+                 "ステータスだけでは、どのイベントが適用されたかは分かりません。プロキシや別のサービス、別の内容を"
                  "持つ倉庫でも200は返せます。ACKは、このIDを名指しして\"ack\": trueと答えていなければなりません。"),
                 ("イベントを送ったのと同じ接続で返ってきたなら、どのIDに対する\"ack\": trueでも証拠になる。",
                  "別のIDに対するACKは、別の配信の証拠です。それでsnack-7に完了印を付けると、snack-7を失うことが"
@@ -473,7 +473,7 @@ QUESTIONS = (
                  "inboxは効果を1回に保ちますが、同じ未完了の行を読む2つのリレーは、それぞれの項目を同時に2回送り、"
                  "2つのあいだでseqの順序が崩れます。どちらがバッチを受け持つかを決めるものがありません。"),
                 ("どちらのリレーもバッチを1件ずつ（--limit 1）にすれば、重ならないので安全だと言える。",
-                 "バッチの大きさをどうしても、2つのリレーが同じ瞬間に同じ先頭の行を読むことは防げません。どちらも"
+                 "バッチの大きさをどう変えても、2つのリレーが同じ瞬間に同じ先頭の行を読むことは防げません。どちらも"
                  "それを送り、2つのあいだの順序は失われます。"),
                 ("この実行の2回の配信は2つのプロセスが同時に行ったので、処理量は2倍になると言える。",
                  "2回の配信は順番に行われました。パブリッシャー2号が動き始めたのは、1号が終了コード{crash_exit}で"
@@ -617,7 +617,7 @@ QUESTIONS = (
     Question("transient-or-permanent", {
         "en": Text(
             observed="a relay across a sink outage: {outage_failures} rounds with no answer, retried with no alert, "
-                     "then delivered; a relay against a sink that answered {refused_kind} for snack-7: {refused_count} "
+                     "then delivered; a relay against a sink that answered {refused_kind:term} for snack-7: {refused_count} "
                      "refusals, then the alert (--max-attempts {refused_max}), with snack-7 still at the head.",
             question="Why did the relay treat these two failures differently?",
             options=(
@@ -639,7 +639,7 @@ QUESTIONS = (
         ),
         "ja": Text(
             observed="倉庫が停止しているあいだのリレーは、応答のないラウンドを{outage_failures}回、アラートなしで"
-                     "リトライしてから配信しました。snack-7に{refused_kind}と答える倉庫に対するリレーは、"
+                     "リトライしてから配信しました。snack-7を毎回{refused_kind:term}として拒否する倉庫に対するリレーは、"
                      "{refused_count}回拒否されたところでアラートを出し（--max-attempts {refused_max}）、snack-7は"
                      "先頭に残りました。",
             question="リレーが、この2つの失敗を違うように扱ったのはなぜですか。",
