@@ -108,6 +108,7 @@ EN = {
     "quiz.piped-not-a-choice": "grade.py: --quiz: answer {n} is {given!r}, not one of {letters} (one answer a line)",
     "quiz.ended": "grade.py: --quiz: stdin ended after {given} answer(s); the quiz has {count} questions (one answer a line: a, b, ...)",
     "quiz.reference-failed": "grade.py: --quiz: the kit's own {name} did not pass on this machine, so there is no evidence to ask about: expected {expected}; observed {observed}",
+    "quiz.relay-expected": "both relay runs end as the kit's relay must (delivered after the outage, the alert for the refused head), their figures as JSON",
     "quiz.separator": ", ",
     "quiz.letters-or": "{letters} or {last}",
 

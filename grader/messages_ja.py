@@ -95,6 +95,7 @@ JA = {
     "quiz.piped-not-a-choice": "grade.py: --quiz: {n}問目の答え{given!r}は、{letters}のどれでもありません（答えは1行に1つ）。",
     "quiz.ended": "grade.py: --quiz: {given}問に答えたところで標準入力が終わりました（全{count}問。答えは1行に1つ: a、b、……）。",
     "quiz.reference-failed": "grade.py: --quiz: このマシンでキット自身の{name}が成功しなかったので、問いの元になる証拠がありません。期待した結果: {expected}。観測した結果: {observed}",
+    "quiz.relay-expected": "2回のリレーの実行が、キットのリレーとして正しく終わり（停止のあとで配信し、拒否された先頭の項目でアラートを出す）、その数値をJSONで返すこと",
     "quiz.separator": "、",
     "quiz.letters-or": "{letters}、{last}",
 

@@ -138,8 +138,13 @@ def run_relays(tmp, lang):
     if proc is None or proc.returncode != 0:
         why = "timed out after %d s" % RELAY_TIMEOUT if proc is None else shown(
             proc.stderr[-MAX_RELAY_OUTPUT:].decode("utf-8", "replace").strip() or "exit %d" % proc.returncode)
-        raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay", expected="", observed=why))
-    return json.loads(proc.stdout[:MAX_RELAY_OUTPUT].decode("utf-8"))
+        raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay", expected=text(lang, "quiz.relay-expected"),
+                                   observed=why))
+    try:
+        return json.loads(proc.stdout[:MAX_RELAY_OUTPUT].decode("utf-8"))
+    except ValueError as exc:  # cut short or not JSON: no figures to quote
+        raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay", expected=text(lang, "quiz.relay-expected"),
+                                   observed=shown(exc)))
 
 
 def observations(evidence, observed, relays):
