@@ -129,19 +129,27 @@ def run_relays(tmp, lang):
     os.mkdir(work)
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
+    # A session of its own, known to PROCESSES: the grader's sweep of stray children spares it, kill_all ends it.
+    proc = subprocess.Popen([sys.executable, "-m", "grader.quiz_relay", work], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    PROCESSES.adopt(proc)
     try:
-        proc = subprocess.run([sys.executable, "-m", "grader.quiz_relay", work], cwd=ROOT, env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=RELAY_TIMEOUT)
+        out, err = proc.communicate(timeout=RELAY_TIMEOUT)
     except subprocess.TimeoutExpired:
-        proc = None
-    if proc is None or proc.returncode != 0:
-        why = "timed out after %d s" % RELAY_TIMEOUT if proc is None else shown(
-            proc.stderr[-MAX_RELAY_OUTPUT:].decode("utf-8", "replace").strip() or "exit %d" % proc.returncode)
+        out = err = None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        PROCESSES.forget(proc)
+    if out is None or proc.returncode != 0:
+        why = "timed out after %d s" % RELAY_TIMEOUT if out is None else shown(
+            err[-MAX_RELAY_OUTPUT:].decode("utf-8", "replace").strip() or "exit %d" % proc.returncode)
         raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay", expected=text(lang, "quiz.relay-expected"),
                                    observed=why))
     try:
-        return json.loads(proc.stdout[:MAX_RELAY_OUTPUT].decode("utf-8"))
+        return json.loads(out[:MAX_RELAY_OUTPUT].decode("utf-8"))
     except ValueError as exc:  # cut short or not JSON: no figures to quote
         raise ReferenceFailed(text(lang, "quiz.reference-failed", name="relay", expected=text(lang, "quiz.relay-expected"),
                                    observed=shown(exc)))
