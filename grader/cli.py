@@ -15,13 +15,15 @@ import sys
 import time
 import traceback
 
-from . import __version__, contain, report
+from . import __version__, box, contain, report
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
-from .messages import LANGS, choose_lang, render, text
+from .corpus import DEFAULT_SEED
+from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
+from .text import shown
 from .report import json_evidence  # noqa: F401 (the evidence table's and the quiz's)
 from .wrap import columns, display_width, wrap  # noqa: F401 (the help's, the report's, the evidence table's and tests')
 
@@ -136,24 +138,26 @@ def parse_args(argv, lang):
     options.add_argument("--json", action="store_true", help=t("cli.help.json"))
     options.add_argument("--report", metavar="DIR", help=t("cli.help.report"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
+    options.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
+    options.add_argument("--isolation", choices=("all", "off"), default="all", help=t("cli.help.isolation"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
-    options.add_argument("--seed", type=int, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
     options.add_argument("--debug", action="store_true", help=t("cli.help.debug"))
     options.add_argument("--version", action="version", version="grade.py %s" % __version__, help=t("cli.help.version"))
     args = parser.parse_args(argv)
+    # The quiz orders its options by --seed only when it is given; otherwise each quiz draws a new order.
+    given_seed = any(arg == "--seed" or arg.startswith("--seed=") for arg in argv)
+    args.quiz_seed = args.seed if given_seed else None
     if args.quiz:
         # The quiz runs the kit's own reference, always: nothing here chooses what it runs.
         for option, given in (("--impl", args.impl), ("-k", args.only), ("--list", args.list), ("--report", args.report)):
             if given:
                 parser.error(t("usage.quiz-with", option=option))
-    elif args.seed is not None:
-        parser.error(t("usage.seed-without-quiz"))
     for name in args.only or ():
         if name not in NAMES:
             parser.error(t("usage.unknown-check", name=name, names=", ".join(NAMES)))
@@ -294,6 +298,11 @@ def show_result(result, args):
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
+    for frame in result["worker"]["traceback"]:
+        print(text(lang, "report.frame", blank="", file=shown(frame["file"]), line=frame["line"],
+                   function=shown(frame["function"]), code=shown(frame["code"])))
+    for line in result["worker"]["printed"]:
+        print(text(lang, "report.printed", blank="", line=shown(line)))
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()
@@ -313,6 +322,17 @@ def say(line, prefix):
         print((prefix if i == 0 else " " * hang) + piece)
 
 
+def show_isolation(one, lang):
+    """The one line on the box the worker ran in (a class's is in each worker's JSON report)."""
+    isolation = one.grader.isolation()
+    on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
+          for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
+    off = [text(lang, "isolation.layer." + layer) for layer in sorted(isolation["off"])
+           if "isolation.layer." + layer in MESSAGES["en"]]
+    comma = text(lang, "isolation.comma")
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
+
+
 def show_totals(one, args, seconds):
     lang = args.lang
     counts = one.counts()
@@ -321,7 +341,9 @@ def show_totals(one, args, seconds):
     print("")
     if args.keep:
         print(text(lang, "report.kept", path=one.grader.tmp))
+    show_isolation(one, lang)
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
+    print(text(lang, "report.seed", seed=one.grader.seed))
     if counts["error"]:
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))

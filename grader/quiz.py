@@ -47,12 +47,12 @@ class ReferenceFailed(Exception):
 
 
 def main(args):
-    """The whole quiz for parsed grade.py arguments (--lang, --json, --seed, --timeout, --keep); returns the exit status."""
+    """The whole quiz for parsed grade.py arguments (--lang, --json, --seed as quiz_seed, --timeout, --keep); returns the exit status."""
     signal.signal(signal.SIGTERM, stop_on_signal)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, stop_on_signal)
     lang = args.lang
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(SEEDS)
+    seed = args.quiz_seed if args.quiz_seed is not None else random.SystemRandom().randrange(SEEDS)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     # With --json, stdout holds the JSON alone; a person at a terminal still sees the questions, on stderr.
     out = sys.stdout if not args.json else sys.stderr if interactive else None

@@ -388,12 +388,6 @@ class QuizRunTest(TempDirTestCase):
         self.assertEqual([q["answer"] for q in report["questions"]], right)
         self.assertEqual(status, 0 if right == ANSWERS else 1, err)
 
-    def test_a_seed_without_the_quiz_is_a_usage_error(self):
-        proc = subprocess.run([sys.executable, GRADE, "--seed", "3"], cwd=ROOT, env=python_env(), timeout=TIME_BOUND,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.assertEqual((proc.returncode, proc.stdout), (2, b""))
-        self.assertIn(b"--seed orders the quiz's options and needs --quiz", proc.stderr)
-
 
 if __name__ == "__main__":
     unittest.main()
