@@ -2,10 +2,14 @@
 
 The only module that opens an HTTP connection. It talks to loopback only,
 never follows a redirect or a proxy, and returns True only on a verified ACK.
+`send_http` is one request on its own connection (the worker contract);
+`HeldConnection` is the same request over one connection kept between sends
+(the kit's relay).
 Its loopback rule (`loopback_host`) is the kit's one: the sink's --host uses it too.
 """
 import http.client
 import re
+import select
 import socket
 import time
 import urllib.error
@@ -17,6 +21,9 @@ from .event import canonical, digest, loads_strict, validate_event
 MAX_ACK_BYTES = 4096
 MAX_TIMEOUT = 3600.0  # seconds; more is a mistake, and near-infinite values overflow the socket layer
 EXCERPT_CHARS = 120  # longest body excerpt or value quoted in an error message
+# A held connection idle for longer is closed rather than reused: the sink closes
+# idle ones at its own timeout (10 s by default), and a request must not meet that close.
+HOLD_IDLE_S = 1.0
 
 _RULE = "url must be http://<loopback>[:port]/events"
 _UNSAFE_CHAR = re.compile(r"[^\x21-\x7e]")  # anything but printable ASCII without space
@@ -110,14 +117,89 @@ def send_http(url, event, *, timeout=5.0, require_digest=False):
         finally:
             exc.close()
     except (OSError, http.client.HTTPException) as exc:  # URLError and socket.timeout are OSErrors
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        if isinstance(reason, socket.timeout):
-            what = "timed out after %gs (connect, send and response)" % timeout
-        else:
-            what = "no complete response (%s)" % _clip(reason)
-        raise _refusal(NoAnswer, where, what) from exc  # audit: G22
+        raise _no_answer(exc, timeout, where) from exc  # audit: G22
     _check_ack(body, event["id"], digest(event), where, require_digest=require_digest)  # audit: G21
     return True
+
+
+class HeldConnection:
+    """One HTTP/1.1 connection to one sink, held across sends: how the kit's relay delivers.
+
+    ``send(event)`` keeps send_http's contract request by request: the same
+    refusals before any I/O, a connect to loopback addresses only (G18), no
+    proxy and no redirect (http.client reads no proxy variable and follows
+    nothing, G19), a total deadline of `timeout` per request (G20), the same
+    ACK checks (G21) and the same failures (G22). It only adds reuse: after a
+    verified ACK in an HTTP/1.1 response that keeps the connection, the next
+    send goes over the same one. Anything else drops it, and the next send
+    connects afresh: any failure; an answer that is HTTP/1.0, says
+    ``Connection: close`` or has no length; a connection idle for over
+    HOLD_IDLE_S; one on which the sink closed or sent a byte nobody asked for
+    (looked at before each request is written). A request is written once: a
+    connection that fails after the request went out is not retried within the
+    call, which would be a second delivery the caller did not decide; the call
+    raises what a fresh connection's failure raises, and the caller's next
+    round retries. One sending loop owns it (not thread-safe); close() it at
+    the end.
+    """
+
+    def __init__(self, url, *, timeout=5.0, require_digest=False):
+        self.host, self.port = check_url(url)  # audit: G18
+        self.url = url
+        self.timeout = check_timeout(timeout)
+        self.require_digest = require_digest
+        self._conn = None  # the held _DeadlineConnection, or None
+        self._idle_since = None  # time.monotonic() of the held connection's last ACK
+
+    def send(self, event):
+        """POST `event` over the held connection (or a new one); True only on a verified ACK, as send_http."""
+        event = validate_event(event)
+        where = "POST %s for %r" % (self.url, event["id"])
+        conn = self._take(time.monotonic() + self.timeout)  # audit: G20
+        try:
+            conn.request("POST", "/events", canonical(event).encode("ascii"), {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            if response.status != 200:  # audit: G21
+                raise _bad_status(response, response.status, where)
+            body = _read_ack(response, where)
+            # Reused only if HTTP/1.1 keeps it and the whole answer was read: nothing of it is left to misread.
+            keep = response.version == 11 and not response.will_close and response.isclosed()
+            _check_ack(body, event["id"], digest(event), where, require_digest=self.require_digest)  # audit: G21
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise _no_answer(exc, self.timeout, where) from exc  # audit: G22
+        except BaseException:
+            self.close()
+            raise
+        if keep:
+            self._idle_since = time.monotonic()
+        else:
+            self.close()
+        return True
+
+    def close(self):
+        """Close the held connection, if any; the next send connects afresh."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _take(self, deadline):
+        """The held connection if it is still clean, else a new (unconnected) one; either ends by `deadline`."""
+        conn = self._conn
+        if conn is not None and (time.monotonic() - self._idle_since > HOLD_IDLE_S or _stirred(conn.sock)):
+            self.close()
+            conn = None
+        if conn is None:
+            conn = self._conn = _DeadlineConnection(self.host, port=self.port, deadline=deadline)
+        else:
+            conn.sock.deadline = deadline  # this request's own deadline, as on a fresh connection
+        return conn
 
 
 def loopback_host(text):
@@ -185,6 +267,25 @@ def _check_ack(body, event_id, event_digest, where, *, require_digest):
     else:
         return
     raise _refusal(UntrustedAck, where, what)
+
+
+def _no_answer(exc, timeout, where):
+    """NoAnswer for an exchange that ended in `exc` (an OSError or HTTPException) before a complete answer."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, socket.timeout):
+        what = "timed out after %gs (connect, send and response)" % timeout
+    else:
+        what = "no complete response (%s)" % _clip(reason)
+    return _refusal(NoAnswer, where, what)
+
+
+def _stirred(sock):
+    """True if `sock`, idle between requests, is readable: the sink closed it or sent bytes nobody asked for."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])  # Windows has no poll
 
 
 def _bad_status(response, status, where):
