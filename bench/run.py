@@ -35,6 +35,7 @@ if __name__ == "__main__":
 from bench import baseline_sink  # noqa: E402
 from outbox import db, dispatch, init_store, intake, intake_many, send_http  # noqa: E402
 from outbox import store, timestamps  # noqa: E402
+from outbox.sender import HeldConnection  # noqa: E402
 from outbox.store import pending  # noqa: E402
 from sink import inbox  # noqa: E402
 
@@ -545,6 +546,8 @@ def e2e_rows(tmp, ours_sink, base_sink, rounds):
                         note="events sent: ours %d, baseline %d" % (sent["ours"], sent["baseline"])))
         rows.append(ceiling_row(tmp, "send_http", lambda con: dispatch(con, lambda event: send_http(ours_url, event)),
                                 rounds))
+        held = stack.enter_context(HeldConnection(ours_url))
+        rows.append(ceiling_row(tmp, "HeldConnection.send", lambda con: dispatch(con, held.send), rounds))
     return rows
 
 

@@ -24,6 +24,8 @@ EXCERPT_CHARS = 120  # longest body excerpt or value quoted in an error message
 # A held connection idle for longer is closed rather than reused: the sink closes
 # idle ones at its own timeout (10 s by default), and a request must not meet that close.
 HOLD_IDLE_S = 1.0
+# The kit's sink keeps a connection only when asked exactly so (sink.framing.Reader.may_keep).
+_HELD_HEADERS = {"Content-Type": "application/json", "Connection": "keep-alive"}
 
 _RULE = "url must be http://<loopback>[:port]/events"
 _UNSAFE_CHAR = re.compile(r"[^\x21-\x7e]")  # anything but printable ASCII without space
@@ -150,6 +152,7 @@ class HeldConnection:
         self.require_digest = require_digest
         self._conn = None  # the held _DeadlineConnection, or None
         self._idle_since = None  # time.monotonic() of the held connection's last ACK
+        self.opened = 0  # connections made so far: the bench and the tests read it
 
     def send(self, event):
         """POST `event` over the held connection (or a new one); True only on a verified ACK, as send_http."""
@@ -157,13 +160,14 @@ class HeldConnection:
         where = "POST %s for %r" % (self.url, event["id"])
         conn = self._take(time.monotonic() + self.timeout)  # audit: G20
         try:
-            conn.request("POST", "/events", canonical(event).encode("ascii"), {"Content-Type": "application/json"})
+            conn.request("POST", "/events", canonical(event).encode("ascii"), _HELD_HEADERS)
             response = conn.getresponse()
             if response.status != 200:  # audit: G21
                 raise _bad_status(response, response.status, where)
             body = _read_ack(response, where)
             # Reused only if HTTP/1.1 keeps it and the whole answer was read: nothing of it is left to misread.
-            keep = response.version == 11 and not response.will_close and response.isclosed()
+            keep = (response.version == 11 and not response.will_close and response.isclosed()
+                    and not response.overran)
             _check_ack(body, event["id"], digest(event), where, require_digest=self.require_digest)  # audit: G21
         except (OSError, http.client.HTTPException) as exc:
             self.close()
@@ -197,9 +201,42 @@ class HeldConnection:
             conn = None
         if conn is None:
             conn = self._conn = _DeadlineConnection(self.host, port=self.port, deadline=deadline)
+            conn.response_class = _KeptResponse
+            self.opened += 1
         else:
             conn.sock.deadline = deadline  # this request's own deadline, as on a fresh connection
         return conn
+
+
+class _KeptResponse(http.client.HTTPResponse):
+    """An HTTPResponse that notes, as its body ends, whether bytes beyond it came in with it (`overran`).
+
+    http.client reads ahead into a buffer that it drops with the answer: bytes
+    the sink sent after the answer would vanish there unseen. They are looked
+    at here instead, so that a connection that carried them is not reused.
+    """
+
+    overran = False
+
+    def __init__(self, sock, *args, **kwargs):
+        super().__init__(sock, *args, **kwargs)
+        self._deadline_sock = sock
+
+    def _close_conn(self):  # http.client calls it once, when the body is read (3.8-3.13)
+        if self.fp is not None:
+            self.overran = _buffered(self.fp, self._deadline_sock)
+        super()._close_conn()
+
+
+def _buffered(fp, sock):
+    """True if the reader `fp` of `sock` holds bytes not yet read; reads nothing more from the socket."""
+    deadline, sock.deadline = sock.deadline, float("-inf")  # a read from the socket now times out at once
+    try:
+        return len(fp.peek(1)) > 0
+    except OSError:  # the buffer was empty and the socket was not read
+        return False
+    finally:
+        sock.deadline = deadline
 
 
 def loopback_host(text):
