@@ -692,6 +692,7 @@ class HeldConnectionTest(SenderTestCase):
     def test_an_answer_that_does_not_keep_the_connection_is_verified_then_the_connection_dropped(self):
         answers = {
             "HTTP/1.0": b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n",
+            "HTTP/1.0 keep-alive": b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\nConnection: keep-alive\r\n\r\n",
             "Connection: close": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
         }
         for name, head in answers.items():
