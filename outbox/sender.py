@@ -160,7 +160,7 @@ class HeldConnection:
         where = "POST %s for %r" % (self.url, event["id"])
         conn = self._take(time.monotonic() + self.timeout)  # audit: G20
         try:
-            conn.request("POST", "/events", canonical(event).encode("ascii"), _HELD_HEADERS)
+            conn.request("POST", "/events", canonical(event).encode("ascii"), _HELD_HEADERS)  # audit: G19
             response = conn.getresponse()
             if response.status != 200:  # audit: G21
                 raise _bad_status(response, response.status, where)

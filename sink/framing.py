@@ -161,7 +161,7 @@ class Reader:
         if not isinstance(self.outcome, Request) or self.head.version != "HTTP/1.1":
             return False
         asked = [value.lower() for value in self.head.get_all("Connection")] == ["keep-alive"]
-        return asked and len(self._buffer) == self._body_at + self._length
+        return asked and len(self._buffer) == self._body_at + self._length  # audit: G27
 
     def continue_sent(self):
         """Say that `100 Continue` went out (or was tried): wants_continue is False from now on."""
