@@ -24,8 +24,9 @@ EXCERPT_CHARS = 120  # longest body excerpt or value quoted in an error message
 # A held connection idle for longer is closed rather than reused: the sink closes
 # idle ones at its own timeout (10 s by default), and a request must not meet that close.
 HOLD_IDLE_S = 1.0
-# The kit's sink keeps a connection only when asked exactly so (sink.framing.Reader.may_keep).
-_HELD_HEADERS = {"Content-Type": "application/json", "Connection": "keep-alive"}
+# The request head over a held connection (Content-Length and the body follow). The kit's
+# sink keeps a connection only when asked exactly so (sink.framing.Reader.may_keep).
+_HELD_HEAD = "POST /events HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
 
 _RULE = "url must be http://<loopback>[:port]/events"
 _UNSAFE_CHAR = re.compile(r"[^\x21-\x7e]")  # anything but printable ASCII without space
@@ -129,20 +130,20 @@ class HeldConnection:
 
     ``send(event)`` keeps send_http's contract request by request: the same
     refusals before any I/O, a connect to loopback addresses only (G18), no
-    proxy and no redirect (http.client reads no proxy variable and follows
-    nothing, G19), a total deadline of `timeout` per request (G20), the same
+    proxy and no redirect (nothing here reads a proxy variable or follows a
+    Location, G19), a total deadline of `timeout` per request (G20), the same
     ACK checks (G21) and the same failures (G22). It only adds reuse: after a
     verified ACK in an HTTP/1.1 response that keeps the connection, the next
     send goes over the same one. Anything else drops it, and the next send
     connects afresh: any failure; an answer that is HTTP/1.0, says
-    ``Connection: close`` or has no length; a connection idle for over
-    HOLD_IDLE_S; one on which the sink closed or sent a byte nobody asked for
-    (looked at before each request is written). A request is written once: a
-    connection that fails after the request went out is not retried within the
-    call, which would be a second delivery the caller did not decide; the call
-    raises what a fresh connection's failure raises, and the caller's next
-    round retries. One sending loop owns it (not thread-safe); close() it at
-    the end.
+    ``Connection: close``, has no length or came with more bytes than itself;
+    a connection idle for over HOLD_IDLE_S; one on which the sink closed or
+    sent a byte nobody asked for (looked at before each request is written).
+    A request is written once, head and body in one write: a connection that
+    fails after the request went out is not retried within the call, which
+    would be a second delivery the caller did not decide; the call raises what
+    a fresh connection's failure raises, and the caller's next round retries.
+    One sending loop owns it (not thread-safe); close() it at the end.
     """
 
     def __init__(self, url, *, timeout=5.0, require_digest=False):
@@ -150,7 +151,8 @@ class HeldConnection:
         self.url = url
         self.timeout = check_timeout(timeout)
         self.require_digest = require_digest
-        self._conn = None  # the held _DeadlineConnection, or None
+        self._head = (_HELD_HEAD % ("[%s]" % self.host if ":" in self.host else self.host, self.port)).encode("ascii")
+        self._sock = None  # the held _DeadlineSocket, or None
         self._idle_since = None  # time.monotonic() of the held connection's last ACK
         self.opened = 0  # connections made so far: the bench and the tests read it
 
@@ -158,34 +160,35 @@ class HeldConnection:
         """POST `event` over the held connection (or a new one); True only on a verified ACK, as send_http."""
         event = validate_event(event)
         where = "POST %s for %r" % (self.url, event["id"])
-        conn = self._take(time.monotonic() + self.timeout)  # audit: G20
+        body = canonical(event).encode("ascii")
+        response = None
         try:
-            conn.request("POST", "/events", canonical(event).encode("ascii"), _HELD_HEADERS)  # audit: G19
-            response = conn.getresponse()
+            sock = self._take(time.monotonic() + self.timeout)  # audit: G20
+            sock.sendall(self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body)  # audit: G19
+            response = _KeptResponse(sock, method="POST")
+            response.begin()
             if response.status != 200:  # audit: G21
                 raise _bad_status(response, response.status, where)
-            body = _read_ack(response, where)
-            # Reused only if HTTP/1.1 keeps it and the whole answer was read: nothing of it is left to misread.
+            ack = _read_ack(response, where)
+            # Reused only if HTTP/1.1 keeps it and exactly the answer was read: nothing of it is left to misread.
             keep = (response.version == 11 and not response.will_close and response.isclosed()
                     and not response.overran)
-            _check_ack(body, event["id"], digest(event), where, require_digest=self.require_digest)  # audit: G21
+            _check_ack(ack, event["id"], digest(event), where, require_digest=self.require_digest)  # audit: G21
         except (OSError, http.client.HTTPException) as exc:
-            self.close()
+            self._drop(response)
             raise _no_answer(exc, self.timeout, where) from exc  # audit: G22
         except BaseException:
-            self.close()
+            self._drop(response)
             raise
         if keep:
             self._idle_since = time.monotonic()
         else:
-            self.close()
+            self._drop(response)
         return True
 
     def close(self):
         """Close the held connection, if any; the next send connects afresh."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        self._drop(None)
 
     def __enter__(self):
         return self
@@ -193,19 +196,25 @@ class HeldConnection:
     def __exit__(self, *exc):
         self.close()
 
+    def _drop(self, response):
+        if response is not None:
+            response.close()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
     def _take(self, deadline):
-        """The held connection if it is still clean, else a new (unconnected) one; either ends by `deadline`."""
-        conn = self._conn
-        if conn is not None and (time.monotonic() - self._idle_since > HOLD_IDLE_S or _stirred(conn.sock)):
-            self.close()
-            conn = None
-        if conn is None:
-            conn = self._conn = _DeadlineConnection(self.host, port=self.port, deadline=deadline)
-            conn.response_class = _KeptResponse
+        """The held socket if it is still clean, else a new one connected to loopback; either ends by `deadline`."""
+        if self._sock is not None and (time.monotonic() - self._idle_since > HOLD_IDLE_S or _stirred(self._sock)):
+            self._drop(None)
+        if self._sock is None:
+            conn = _DeadlineConnection(self.host, port=self.port, deadline=deadline)
             self.opened += 1
+            conn.connect()  # loopback addresses only; OSError if none accepts  # audit: G18
+            self._sock = conn.sock
         else:
-            conn.sock.deadline = deadline  # this request's own deadline, as on a fresh connection
-        return conn
+            self._sock.deadline = deadline  # this request's own deadline, as on a fresh connection
+        return self._sock
 
 
 class _KeptResponse(http.client.HTTPResponse):

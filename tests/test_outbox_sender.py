@@ -684,7 +684,7 @@ class HeldConnectionTest(SenderTestCase):
                 if name == "unexpected byte":
                     spoken.wait(DEADLINE)
                 elif name == "close":
-                    wait_until(lambda: sender._stirred(held._conn.sock), what="the close to reach the sender")
+                    wait_until(lambda: sender._stirred(held._sock), what="the close to reach the sender")
                 self.assertIs(held.send(dict(EVENT, id="second")), True)
                 self.assertEqual((server.connections, held.opened), (2, 2))
                 self.assertEqual([event_id_of(r) for r in server.requests], ["first", "second"])
