@@ -324,14 +324,7 @@ class SinkServer:
                 "stop: %s still busy at the stop deadline with %d connection(s) in hand (a receive that does not "
                 "return?): those connections are shut and the threads abandoned" % (", ".join(busy), held)
             )
-        while True:  # kept by a worker after the reader stopped taking them back
-            try:
-                sock, _ = self._kept.get_nowait()
-            except queue.Empty:
-                break
-            with self._lock:
-                self._in_hand.discard(sock)
-            sock.close()
+        self._take_back()  # closes what a worker kept after the reader stopped taking them back
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()

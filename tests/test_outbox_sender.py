@@ -150,6 +150,22 @@ class SenderTestCase(unittest.TestCase):
         self.assertTrue(message.endswith("; not marking it sent"), message)
         return caught.exception
 
+    def off_loopback(self, call):
+        """Return what `call()` returns while "localhost" resolves to 10.0.0.1; assert it connected nowhere."""
+        connects = []
+
+        def fake_connect(*args):
+            connects.append(args)
+            raise OSError("test: connect must not be called")
+
+        answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 8080))]
+        with mock.patch("socket.getaddrinfo", return_value=answer), \
+                mock.patch("socket.create_connection", fake_connect), \
+                mock.patch.object(socket.socket, "connect", fake_connect):
+            result = call()
+        self.assertEqual(connects, [])
+        return result
+
     @contextlib.contextmanager
     def no_network(self):
         """Yield a list that records any name lookup or connect; each one raises OSError."""
@@ -540,19 +556,8 @@ class RefusedBeforeIOTest(SenderTestCase):
         self.assertEqual([name for name, _ in calls], ["getaddrinfo"])
 
     def test_a_name_resolving_off_loopback_is_never_connected(self):
-        connects = []
-
-        def fake_connect(*args):
-            connects.append(args)
-            raise OSError("test: connect must not be called")
-
-        answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 8080))]
-        with mock.patch("socket.getaddrinfo", return_value=answer), \
-                mock.patch("socket.create_connection", fake_connect), \
-                mock.patch.object(socket.socket, "connect", fake_connect):
-            error = self.refused(NoAnswer, "http://localhost:8080/events")
+        error = self.off_loopback(lambda: self.refused(NoAnswer, "http://localhost:8080/events"))
         self.assertIn("resolves to 10.0.0.1, which is not loopback", str(error))
-        self.assertEqual(connects, [])
 
     def test_invalid_event_is_refused_with_no_connection(self):
         bad_events = ({"id": "snack-7"}, {"id": "", "sku": "crisps", "qty": 2}, {"id": "a", "sku": "b", "qty": True}, None)
@@ -744,20 +749,13 @@ class HeldConnectionTest(SenderTestCase):
         self.assertEqual(held.opened, 0)
 
     def test_a_name_resolving_off_loopback_is_never_connected(self):
-        connects = []
-
-        def fake_connect(*args):
-            connects.append(args)
-            raise OSError("test: connect must not be called")
-
-        answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 8080))]
         held = self.held("http://localhost:8080/events")
-        with mock.patch("socket.getaddrinfo", return_value=answer), \
-                mock.patch.object(socket.socket, "connect", fake_connect):
+
+        def send():
             with self.assertRaises(NoAnswer) as caught:
                 held.send(EVENT)
-        self.assertIn("resolves to 10.0.0.1, which is not loopback", str(caught.exception))
-        self.assertEqual(connects, [])
+            return caught.exception
+        self.assertIn("resolves to 10.0.0.1, which is not loopback", str(self.off_loopback(send)))
 
     def test_proxy_variables_are_ignored(self):
         server = self.keep_alive_server()
