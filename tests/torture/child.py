@@ -23,8 +23,9 @@ import re
 import sys
 import threading
 
-from outbox import DeliveryError, attempts, dispatch, init_store, intake
-from outbox.sender import HeldConnection
+from outbox import DeliveryError, dispatch, init_store, intake
+from outbox.core.sender import HeldConnection
+from outbox.ops import attempts
 from sink import receive
 from sink.server import make_server
 
