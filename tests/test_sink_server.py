@@ -505,7 +505,7 @@ def kept_request(event, *, version="HTTP/1.1", connection=("keep-alive",)):
 
 
 def read_answer(sock):
-    """One answer with a Content-Length from `sock`, read to its last byte and no further: (status line, headers, body)."""
+    """One answer with a Content-Length from `sock`, read to its last byte and no further: (status, headers, body)."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = sock.recv(1)  # byte by byte, so nothing of a later answer is read here
