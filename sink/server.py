@@ -594,7 +594,7 @@ class SinkServer:
             self._fail("worker", exc)
 
     def _serve(self, sock, address, head, outcome, may_keep):
-        """Answer one request, close its connection (or hand a kept one back), log one line; no Exception leaves here."""
+        """Answer one request, close its connection (or hand a kept one back), log a line; no Exception leaves here."""
         status = note = None
         keep = False
         try:
