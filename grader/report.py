@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 
 from . import __version__
 from .messages import render, term, terms, text
+from .text import shown
 
 SCHEMA = 1  # docs/report.schema.json: "schema" in every report; raised when a field changes or goes
 
@@ -39,8 +40,9 @@ def worker_report(graded, debug=False):
     return {"version": __version__, "impl": graded.worker.path, "passed": counts["pass"], "failed": counts["fail"],
             "errors": counts["error"], "seconds": round(graded.seconds, 3), "checks": checks,
             "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
-            "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),  # audit: G61
-            "protections_off": list(grader.protections_off), "import_output": grader.zygote.output()}
+            "schema": SCHEMA, "name": graded.worker.name, "seed": grader.seed, "limits": dict(grader.limits._asdict()),  # audit: G61
+            "protections_off": list(grader.protections_off), "import_output": grader.zygote.output(),
+            "isolation": grader.isolation()}
 
 
 def class_report(graded, reports, seconds):
@@ -209,6 +211,14 @@ pre, code { font-family: monospace; }
 """
 
 
+def worker_lines(result, lang):
+    """The worker's own frames and last printed lines of a failed check, each escaped with text.shown."""
+    worker = result.get("worker") or {}
+    lines = [text(lang, "html.frame", file=shown(f["file"]), line=f["line"], function=shown(f["function"]),
+                  code=shown(f["code"])) for f in worker.get("traceback", [])]
+    return lines + [text(lang, "html.printed", line=shown(line)) for line in worker.get("printed", [])]
+
+
 def index_html(graded, checks, lang, seconds):
     """One self-contained page: the grid of workers x checks, coloured, failed cells with their text; each
     worker's checks and evidence tables. No script, no external asset; every worker-controlled string escaped."""
@@ -243,9 +253,10 @@ def index_html(graded, checks, lang, seconds):
         parts.append('<h2 id="w%d">%s</h2>\n<p><code>%s</code></p>\n<table>\n' % (n, e(one.worker.name), e(one.worker.path)))
         for result in one.results:
             expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))
-            parts.append('<tr><td class="%s">%s</td><td><code>%s</code></td><td>%s<br>%s</td></tr>\n' % (
+            parts.append('<tr><td class="%s">%s</td><td><code>%s</code></td><td>%s<br>%s%s</td></tr>\n' % (
                 result["status"], e(VERDICT[result["status"]]), e(result["name"]),
-                e(text(lang, "html.expected", expected=expected)), e(text(lang, "html.observed", observed=observed))))
+                e(text(lang, "html.expected", expected=expected)), e(text(lang, "html.observed", observed=observed)),
+                "".join("<br><code>%s</code>" % e(line) for line in worker_lines(result, lang))))
         parts.append("</table>\n")
         for title, rows in evidence_tables(one.grader.evidence, lang):
             parts.append("<h3>%s</h3>\n<table>\n" % e(title))

@@ -597,6 +597,7 @@ HOSTILE = {
     "garbage status line": lambda conn: conn.sendall(b"HTTP/1.1 OK\r\n\r\n"),
     "wrong id": lambda conn: conn.sendall(kept_ack("other")),
     "status 500": lambda conn: conn.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: 2\r\n\r\n{}"),
+    "status 201": lambda conn: conn.sendall(kept_ack(EVENT["id"]).replace(b"200 OK", b"201 Created")),
     "redirect": lambda conn: conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/events\r\n"
                                           b"Content-Length: 0\r\n\r\n"),
     "oversized": lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (MAX_ACK_BYTES + 1)

@@ -167,8 +167,9 @@ class HeldConnection:
             sock.sendall(self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body)  # audit: G19
             response = _KeptResponse(sock, method="POST")
             response.begin()
-            if response.status != 200:  # audit: G21
-                raise _bad_status(response, response.status, where)
+            status = response.status
+            if status != 200:  # audit: G21
+                raise _bad_status(response, status, where)
             ack = _read_ack(response, where)
             # Reused only if HTTP/1.1 keeps it and exactly the answer was read: nothing of it is left to misread.
             keep = (response.version == 11 and not response.will_close and response.isclosed()
