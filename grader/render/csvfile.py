@@ -20,6 +20,6 @@ def class_csv(result, names):
     writer.writerow(["worker"] + list(names) + ["points", "max_points", "passed", "total"])
     for worker in result["workers"]:
         verdicts = {c["name"]: VERDICT[c["status"]] for c in worker["checks"]}
-        writer.writerow([csv_cell(worker["name"])] + [verdicts.get(name, "") for name in names]
+        writer.writerow([csv_cell(worker["name"])] + [verdicts.get(name, "") for name in names]  # audit: G60
                         + [worker["points"], worker["max_points"], worker["passed"], worker["total"]])
     return BOM + out.getvalue()

@@ -28,7 +28,7 @@ def class_table(result, lang, verbose=False):
     rows = [(header, None)]
     for worker in result["workers"]:
         mark = "!" if worker["errors"] else ""
-        rows.append(([shown(worker["name"]), page.score(worker), page.passed(worker) + mark,
+        rows.append(([shown(worker["name"]), page.score(worker), page.passed(worker) + mark,  # audit: G60
                       shown(page.reason(worker, lang, REASON_CHARS)) or "-"], worker))
     widths = [max(display_width(row[i]) for row, _ in rows) for i in range(3)]
     lines = []
