@@ -200,7 +200,7 @@ EN = {
     "student.score": "{points} of {max_points} points; {passed} of {total} checks passed",
     "student.rules": "Each check enforces the rules named beside it: their ids are those of docs/rules.md, the rules of the lab.",
     "list.line": "{name:<22} {points:>3} points",
-    "usage.points-file": "--points {path}: {error}",
+    "usage.points-file": "--points {path}: cannot read it as JSON: {error}",
     "usage.points-json": "--points {path}: must be a JSON object of check name to points (an int from 0 to 1000)",
     "usage.points-unknown": "--points {path}: no check named {names}; the checks are {known}",
     "usage.points-value": "--points {path}: {name} must be an int from 0 to 1000, got {value}",

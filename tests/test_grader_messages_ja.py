@@ -60,7 +60,7 @@ IDENTIFIERS = set(NAMES) | {
     # more of the same kinds: SQL of the checks' texts, pragma values, Python's own classes, the sku and table of
     # the checks, units, the language codes, environment variables and --help's metavars
     "WHERE", "INTEGER", "PRIMARY", "KEY", "AUTOINCREMENT", "OFF", "NORMAL", "delete", "object", "Exception", "Error",
-    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "JOBS", "MB",
+    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "FILE", "OUT", "Gradescope", "JOBS", "MB",
     "import",
 }
 JAPANESE = "[\u3000-\u30ff\u4e00-\u9fff]"
@@ -192,7 +192,7 @@ class JapaneseReportTest(unittest.TestCase):
             with self.subTest(check=name):
                 self.assertRegex(expected, "[\u3000-\u30ff\u4e00-\u9fff]")
                 self.assertRegex(observed, "[\u3000-\u30ff\u4e00-\u9fff]")
-        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\n採点結果: 合格 0、不合格 %d\n\Z" % len(NAMES))
+        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\n採点結果: 合格 0、不合格 %d\n得点: 100点中0点\n\Z" % len(NAMES))
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
         # Three English words in a row would be a sentence left untranslated (the stub's errors are class names).
@@ -368,8 +368,9 @@ class JapaneseClassTest(TempDirTestCase):
                                  "--file-size", "1", "-k", "crash-after-ack", "-k", "validate-event", "--report", reports)
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
-        self.assertRegex(lines[0], r"^ワーカー +合格数 +不合格のチェック$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
+        self.assertRegex(lines[0], r"^ワーカー +得点 +合格数 +最初の理由$")
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件、得点は52点中19点"
+                              r"（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
         self.assertEqual(len(progress), 4, err)
         for line in progress:  # stderr is no terminal: one line per finished worker
@@ -404,7 +405,7 @@ class JapaneseClassTest(TempDirTestCase):
         updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
         self.assertTrue(updates)
         for update in updates:
-            self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）$")
+            self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）(、残りはおよそ[0-9]+秒)?$")
         self.assertEqual(updates[-1].split("件")[1], "中2")
         self.assertEqual(english_words(out.decode("utf-8")), [])
 
