@@ -657,7 +657,7 @@ BAD_URLS = (
     "http://10.0.0.1:9/events", "http://example.invalid/events", "https://127.0.0.1/events",
     "http://127.0.0.1:{port}/other", "http://user@127.0.0.1:{port}/events", "http://127.0.0.1:{port}/events?x=1",
     "http://127.0.0.1:{port}/events#top", "ftp://127.0.0.1:{port}/events", "http://127.0.0.1:{port}/events/",
-    # The edges of loopback and of the port (README, "The URL rule").
+    # The edges of loopback and of the port (docs/participants.md, "The URL rule").
     "http://127.000.0.1:{port}/events", "http://127.0.0.256:{port}/events", "http://127.1:{port}/events",
     "http://127.0.0.1:/events", "http://127.0.0.1:0/events", "http://127.0.0.1:65536/events",
     "http://127.0.0.1:0{port}/events",

@@ -95,7 +95,7 @@ QUESTIONS = (
             ),
             explanation="The deliveries log keeps every copy that reached receive; the inbox row turns the second into "
                         "a duplicate, so the inventory stays {crash_final_inventory}, not 14. Two deliveries, one "
-                        "application: the property the grader proves. See README, \"The checks\" (crash-after-ack).",
+                        "application: the property the grader proves. See docs/participants.md, \"The checks\" (crash-after-ack).",
         ),
         "ja": Text(
             observed="crash-after-ackで、パブリッシャー2号（終了コード{crash_final_exit}）のあと、倉庫のdeliveriesは"
@@ -110,7 +110,7 @@ QUESTIONS = (
             ),
             explanation="deliveriesには、receiveに届いたすべての写しが残ります。inboxに行があるので2つ目は重複になり、"
                         "在庫は14ではなく{crash_final_inventory}のままです。これが採点ツールの立証する性質、"
-                        "2回の配信・1回の適用です。README.ja.mdの「チェック一覧」（crash-after-ack）を参照してください。",
+                        "2回の配信・1回の適用です。docs/participants.ja.mdの「チェック一覧」（crash-after-ack）を参照してください。",
         ),
     }),
     # Why re-sending with the same id is safe, and deleting to remove the doubt is not.
@@ -234,7 +234,7 @@ QUESTIONS = (
             ),
             explanation="A sink restored from an older copy has forgotten the ids it applied since, and applies them "
                         "again; a restored source has lost the orders taken in since. Restores, power loss, disk failure "
-                        "and performance over the internet are other tests. See README, \"What is not covered\".",
+                        "and performance over the internet are other tests. See docs/reliability.md, \"What is not covered\".",
         ),
         "ja": Text(
             observed="crash-after-ackでは、パブリッシャー1号が終了コード{crash_exit}、パブリッシャー2号が終了コード"
@@ -250,7 +250,7 @@ QUESTIONS = (
             ),
             explanation="古いコピーから復旧した倉庫は、それ以降に適用したIDを忘れていて、もう一度適用します。復旧した"
                         "受付DBは、それ以降に受け付けた注文を失っています。バックアップからの復旧、ホストの電源遮断、"
-                        "ディスク障害、インターネット上での性能は、別の検証です。README.ja.mdの「対象外のこと」を"
+                        "ディスク障害、インターネット上での性能は、別の検証です。docs/reliability.ja.mdの「対象外のこと」を"
                         "参照してください。",
         ),
     }),
@@ -309,7 +309,7 @@ QUESTIONS = (
             explanation="Here a failed send had an effect and a successful one was only a duplicate: a count of "
                         "successful sends shows neither. The age of the oldest pending item grows whatever the cause "
                         "(sink down, relay stopped, head stuck), and duplicates and conflicts say what the sink saw. "
-                        "See README, \"Operating it\".",
+                        "See docs/operating.md, \"Operating it\".",
         ),
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号の送信は{drop_error}で失敗しましたが、倉庫はsnack-7を"
@@ -325,7 +325,7 @@ QUESTIONS = (
             explanation="この実行では、失敗した送信に効果があり、成功した送信は重複にすぎませんでした。送信成功の回数"
                         "からは、そのどちらも分かりません。最も古い未完了の経過時間は原因が何であれ（倉庫の停止、"
                         "リレーの停止、先頭の詰まり）増えていき、受信の重複数と衝突数は倉庫が見たものを示します。"
-                        "README.ja.mdの「運用する」を参照してください。",
+                        "docs/operating.ja.mdの「運用する」を参照してください。",
         ),
     }),
     # Alert, quarantine, fix, requeue; a quarantine is no success, and its reordering is recorded.
@@ -344,7 +344,7 @@ QUESTIONS = (
             ),
             explanation="A quarantined item is not delivered: it is an open incident, never a success. Taking it out "
                         "of line lets later items overtake it, which changes the order, so the kit records every seq "
-                        "sent meanwhile (overtaken_by). See README, \"Alert, quarantine, fix, requeue\".",
+                        "sent meanwhile (overtaken_by). See docs/operating.md, \"Alert, quarantine, fix, requeue\".",
         ),
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号のバッチはsnack-7で{drop_error}により止まり、snack-7は"
@@ -360,7 +360,7 @@ QUESTIONS = (
             ),
             explanation="隔離した項目は配信されたわけではなく、未解決の障害であって、決して成功ではありません。キュー"
                         "から外すと後ろの項目がそれを追い越して順序が入れ替わるので、キットはそのあいだに完了したseqを"
-                        "すべて記録します（overtaken_by）。README.ja.mdの「アラート・隔離・修正・再投入」を参照して"
+                        "すべて記録します（overtaken_by）。docs/operating.ja.mdの「アラート・隔離・修正・再投入」を参照して"
                         "ください。",
         ),
     }),
@@ -380,7 +380,7 @@ QUESTIONS = (
             explanation="Re-sending with the same id is safe, which is why retrying is allowed at all; safe is not "
                         "free. The relay waits a random time up to min(--max-delay, --base-delay * 2^(n-1)) and "
                         "alerts once the sink has refused the head item --max-attempts times, while dispatch itself "
-                        "does one finite batch per call. See README, \"Operating it\" (the relay).",
+                        "does one finite batch per call. See docs/operating.md, \"Operating it\" (the relay).",
         ),
         "ja": Text(
             observed="dropped-responseで、パブリッシャー1号は{drop_error}で失敗し、あとから起動したパブリッシャー2号が"
@@ -396,7 +396,7 @@ QUESTIONS = (
             explanation="同じIDでの再送が安全だからこそリトライが許されますが、安全でもコストはかかります。リレーは0から"
                         "min(--max-delay, --base-delay * 2^(n-1))までのランダムな時間だけ待ち、倉庫が先頭の項目を"
                         "--max-attempts回拒否するとアラートを出します。dispatch自体は、呼び出し1回につき有限の1バッチだけを"
-                        "処理します。README.ja.mdの「運用する」（リレー）を参照してください。",
+                        "処理します。docs/operating.ja.mdの「運用する」（リレー）を参照してください。",
         ),
     }),
     # Stop on the first failure, versus skipping the failed item.

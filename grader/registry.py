@@ -7,7 +7,7 @@ test (CONTRIBUTING.md, "Adding a grader check"):
   here                        its row, its points in POINTS and its rules in RULES;
   child.py or scenarios.py    its code: an in-process check, or a story across processes;
   messages.py, messages_ja.py "proves.<name>", what it proves, and every line it prints;
-  README.md, README.ja.md     the table of checks: a copy of "proves.<name>" in each language;
+  docs/participants(.ja).md  the table of checks: a copy of "proves.<name>" in each language;
   docs/rules.md, rules.ja.md  the rules it enforces, by the check's name;
   tests/grade_mutants.py      the mutants of the kit it must fail;
   docs/lab.md, lab.ja.md      the step of the lab that names it.

@@ -1,6 +1,6 @@
 """The exceptions of the kit's public API, in one place.
 
-The errors the API of both packages (README, "The API") raises on purpose
+The errors the API of both packages (docs/api.md, "The API") raises on purpose
 are these, plus ValueError, TypeError and KeyError where it says so, and
 the sink server's ThreadDied (stop() raises it), which stays beside the code
 that raises it, as the operator modules' errors do (relay.Alert,

@@ -192,7 +192,7 @@ def overtaken_by(con, record):
 
 
 def figures(con):
-    """What an operator watches, as a dict (see the README, "Operating it"). Read-only.
+    """What an operator watches, as a dict (see docs/operating.md, "Operating it"). Read-only.
 
     pending, sent, quarantined (counts); oldest_pending_age_s (seconds since
     the intake of the oldest pending item, or None); head (None, or the first

@@ -29,8 +29,27 @@ from outbox import upgrade as outbox_upgrade
 from sink.server import make_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The reader docs (issue 22): README.md is the front door; each page it sends a reader to, beside it in docs/.
+# Each has a Japanese counterpart, japanese(path). Tests that look for "what the docs say" read them all.
+READER_DOCS = ("README.md", "docs/participants.md", "docs/hosts.md", "docs/api.md", "docs/operating.md",
+               "docs/reliability.md")
 DEADLINE = 10.0  # seconds any single wait in a test may take
 PYTHON = sys.executable
+
+
+def japanese(path):
+    """The Japanese counterpart of a reader doc: README.md -> README.ja.md, docs/api.md -> docs/api.ja.md."""
+    return path[:-len(".md")] + ".ja.md"
+
+
+def read_doc(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def read_docs(lang="en"):
+    """Every reader doc of one language, one after the other (README.md first)."""
+    return "\n".join(read_doc(path if lang == "en" else japanese(path)) for path in READER_DOCS)
 
 
 def wait_until(predicate, timeout=DEADLINE, what="condition"):

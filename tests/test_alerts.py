@@ -17,7 +17,7 @@ from outbox import relay
 from outbox.cli_ops import render_status
 from outbox.cli_relay import render_relay
 from sink import metrics
-from tests.support import ROOT
+from tests.support import ROOT, read_doc
 
 ALERTS = os.path.join(ROOT, "docs", "alerts.yml")
 PLAIN = re.compile(r"[A-Za-z0-9_.-]+\Z")
@@ -147,10 +147,9 @@ class AlertRulesTest(unittest.TestCase):
         self.assertEqual(sorted(set(METRIC.findall(exprs)) - exported_metrics()), [])
 
     def test_every_alert_is_explained_in_the_readme(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
+        readme = read_doc("docs/operating.md")
         missing = [rule["alert"] for rule in self.rules() if "`%s`" % rule["alert"] not in readme]
-        self.assertEqual(missing, [], "alerts the README's Operating it does not explain")
+        self.assertEqual(missing, [], "alerts docs/operating.md does not explain")
 
     def test_the_subset_parser_refuses_what_it_does_not_know(self):
         self.assertEqual(parse_yaml_subset('a:\n  - b: "x: y"\n    c: 5m\n'), {"a": [{"b": "x: y", "c": "5m"}]})

@@ -1,4 +1,4 @@
-"""docs/audit.md holds: every guarantee README.md states has a row, and every row points at what exists.
+"""docs/audit.md holds: every guarantee the reader docs (README.md and the pages it links) state has a row, and every row points at what exists.
 
 A guarantee is marked where README.md states it (`<!-- guarantee: G3 -->`
 after the sentence) and has one row in docs/audit.md: the functions that
@@ -24,7 +24,7 @@ import re
 import tokenize
 import unittest
 
-from tests.support import ROOT
+from tests.support import ROOT, read_docs
 from tests.test_layout import KERNEL_MODULES
 
 AUDIT = os.path.join("docs", "audit.md")
@@ -243,7 +243,7 @@ class AuditMapTest(unittest.TestCase):
     def test_the_map_and_the_code_the_tests_the_checks_and_the_readme_agree(self):
         self.assertGreater(len(self.table), 40, "the table's rows were not found")
         problems = map_problems(self.table, sources_of(MARKED_SOURCES), test_names(sources_of(("tests/**/*.py",))),
-                                registry_checks(read(os.path.join("grader", "registry.py"))), read("README.md"))
+                                registry_checks(read(os.path.join("grader", "registry.py"))), read_docs())
         self.assertEqual(problems, [], "\n".join(problems))
 
     def test_the_kernel_count_is_printed_true_and_within_the_limit(self):
@@ -417,7 +417,7 @@ class ReadmeSignatureTest(unittest.TestCase):
     """Every signature the README's API section gives is the function's own, parameter for parameter."""
 
     def test_every_api_signature_in_both_readmes_is_the_code_s(self):
-        for readme in ("README.md", "README.ja.md"):
+        for readme in ("docs/api.md", "docs/api.ja.md"):
             documented = documented_signatures(read(readme))
             self.assertGreaterEqual(len(documented), 11, readme)
             for name, params in documented:

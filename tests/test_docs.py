@@ -14,11 +14,10 @@ import subprocess
 import sys
 import unittest
 
-from tests.support import ROOT, TempDirTestCase, python_env
+from tests.support import READER_DOCS, ROOT, TempDirTestCase, japanese, python_env, read_doc, read_docs
 
-with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _f:
-    README = _f.read()
-README_JA = os.path.join(ROOT, "README.ja.md")
+README = read_docs()  # the front door and every reader's page: what the docs say, wherever it stands
+FRONT_DOOR = read_doc("README.md")
 GLOSSARY = os.path.join(ROOT, "docs", "glossary.ja.md")
 # Every Japanese text a reader meets, besides the glossary itself: held to the glossary's terms.
 JAPANESE_TEXTS = ("README.ja.md", "docs/*.ja.md", "grader/messages_ja.py", "grader/quiz_questions.py",
@@ -35,7 +34,7 @@ def run(*args, env=None, cwd=ROOT):
 
 
 def kit_commands():
-    """{"python -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli*.py and sink/cli*.py."""
+    """{"python3 -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli*.py and sink/cli*.py."""
     commands = {}
     for package in CLI_PACKAGES:
         for path in sorted(glob.glob(os.path.join(ROOT, package, "cli*.py"))):
@@ -46,7 +45,7 @@ def kit_commands():
                 for action in parser._actions:
                     if isinstance(action, argparse._SubParsersAction):
                         for name, sub in action.choices.items():
-                            commands["python -m %s %s" % (package, name)] = sub
+                            commands["python3 -m %s %s" % (package, name)] = sub
     return commands
 
 
@@ -165,15 +164,15 @@ class LabTest(unittest.TestCase):
         self.assertEqual(headings(japanese), headings(english))
         self.assertEqual(re.findall(r"^```(\w*)", japanese, re.M), re.findall(r"^```(\w*)", english, re.M))
         for text in (english, japanese):
-            self.assertIn("python grade.py --quiz", text)
+            self.assertIn("python3 grade.py --quiz", text)
             self.assertIn("https://docs.python.org/", text)
             self.assertIn("https://www.sqlite.org/atomiccommit.html", text)
 
 
 class ReadmeTest(TempDirTestCase):
     def test_first_command_is_the_grader_and_the_test_command_is_make_test(self):
-        commands = re.findall(r"```sh\n(.*?)```", README, re.S)
-        self.assertTrue(commands[0].strip().startswith("python grade.py"), commands[0])
+        commands = re.findall(r"```sh\n(.*?)```", FRONT_DOOR, re.S)
+        self.assertTrue(commands[0].strip().startswith("python3 grade.py"), commands[0])
         self.assertIn("make test", commands[0])
         with open(os.path.join(ROOT, ".ci", "run")) as f:
             ci = f.read()
@@ -204,8 +203,8 @@ class ReadmeTest(TempDirTestCase):
         rows = readme_rows()
         wanted = {command: [longest(action) for action in options_of(parser)]
                   for command, parser in kit_commands().items()}
-        wanted["python grade.py"] = grade_options()
-        self.assertIn("--impl", wanted["python grade.py"])
+        wanted["python3 grade.py"] = grade_options()
+        self.assertIn("--impl", wanted["python3 grade.py"])
         for command, flags in wanted.items():
             row = [line for line in rows if "`%s`" % command in line]
             self.assertEqual(len(row), 1, "README needs one table row for `%s`" % command)
@@ -222,14 +221,15 @@ class ReadmeTest(TempDirTestCase):
         for line in lines:
             words = shlex.split(line)
             flags = [word.split("=")[0] for word in words if word.startswith("-")]
-            if words[:2] == ["python", "-m"]:
+            self.assertNotEqual(words[0], "python", "the docs say python3 (Debian has no `python`): " + line)
+            if words[:2] == ["python3", "-m"]:
                 command = " ".join(words[:4])
                 self.assertIn(command, sorted(commands), line)
                 known = [option for action in options_of(commands[command]) for option in action.option_strings]
                 self.assertEqual([flag for flag in flags[1:] if flag not in known], [], line)
-            elif words[:2] == ["python", "grade.py"]:
+            elif words[:2] == ["python3", "grade.py"]:
                 self.assertEqual([flag for flag in flags if flag not in grade_flags], [], line)
-            elif words[0] == "python":
+            elif words[0] == "python3":
                 self.assertTrue(os.path.isfile(os.path.join(ROOT, words[1])), line)
             elif words[0] == "make":
                 self.assertIn(words[1], targets, line)
@@ -251,14 +251,20 @@ class ReadmeTest(TempDirTestCase):
                                  [value.rstrip(":") for value in expected])
                 self.assertEqual(os.listdir(cwd), [], "the example wrote into its current directory")
 
-    def test_the_japanese_readme_has_the_same_sections(self):
-        if not os.path.exists(README_JA):
-            self.skipTest("README.ja.md does not exist yet (the Japanese texts come in a second wave)")
-        with open(README_JA, encoding="utf-8") as f:
-            japanese = f.read()
-        self.assertEqual(headings(japanese), headings(README))
-        self.assertEqual(re.findall(r"^```(\w*)", japanese, re.M), re.findall(r"^```(\w*)", README, re.M))
-        self.assertEqual(len(readme_rows()), len([line for line in japanese.splitlines() if line.startswith("|")]))
+    def test_each_reader_doc_has_a_japanese_counterpart_with_the_same_sections(self):
+        for path in READER_DOCS:
+            with self.subTest(path=path):
+                english, ja = read_doc(path), read_doc(japanese(path))
+                self.assertEqual(headings(ja), headings(english))
+                self.assertEqual(re.findall(r"^```(\w*)", ja, re.M), re.findall(r"^```(\w*)", english, re.M))
+                self.assertEqual(len([line for line in english.splitlines() if line.startswith("|")]),
+                                 len([line for line in ja.splitlines() if line.startswith("|")]))
+
+    def test_the_front_door_stays_a_front_door(self):
+        for path in ("README.md", "README.ja.md"):
+            self.assertLessEqual(len(read_doc(path).splitlines()), 200, path)
+        for path in READER_DOCS[1:]:
+            self.assertIn("(%s)" % path, FRONT_DOOR, "README.md's table of readers does not send anyone to " + path)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """docs/rules.md holds: every rule the worker docs state has a row, a check and mutants that break it.
 
-A rule is marked where README.md or docs/lab.md states it (`<!-- rule: ID -->`
+A rule is marked where docs/participants.md or docs/lab.md states it (`<!-- rule: ID -->`
 after it); docs/rules.md gives each one a row: its check and the mutants of
 tests/grade_mutants.py that break it. This module checks the table against
 the docs, the registry and the mutants; tests/test_grade_mutants_*.py run
@@ -87,7 +87,7 @@ class RulesTableTest(unittest.TestCase):
         self.assertEqual(sorted(set(grade_mutants.BY_MISTAKE) - set(named)), [], "mutants in no row")
 
     def test_every_marked_rule_has_a_row_and_every_row_a_mark(self):
-        marked = markers(read("README.md")) | markers(read("docs", "lab.md"))
+        marked = markers(read("docs", "participants.md")) | markers(read("docs", "lab.md"))
         ids = {rule for rule, _, _ in self.rules}
         self.assertEqual(sorted(marked - ids), [], "rules marked in the docs without a row")
         self.assertEqual(sorted(ids - marked), [], "rows for rules the docs do not mark")
@@ -96,7 +96,7 @@ class RulesTableTest(unittest.TestCase):
         lab = read("docs", "lab.md")
         lists = re.findall(r"It must guarantee:\n\n(.*?)\n\nProved by:", lab, re.S)
         self.assertEqual(len(lists), 8, "one list per step")
-        readme = read("README.md")
+        readme = read("docs", "participants.md")
         lists.append(readme.split("### The worker contract", 1)[1].split("Not part of the contract", 1)[0])
         for section in lists:
             for bullet in bullets(section):
@@ -106,8 +106,8 @@ class RulesTableTest(unittest.TestCase):
         self.assertEqual(table(read("docs", "rules.ja.md")), self.rules)
 
     def test_the_callbacks_copies_in_the_same_words_in_readme_lab_and_stubs(self):
-        for sentence, places in ((COPIES, (("README.md",), ("docs", "lab.md"), ("examples", "worker_stub.py"))),
-                                 (COPIES_JA, (("README.ja.md",), ("docs", "lab.ja.md"),
+        for sentence, places in ((COPIES, (("docs", "participants.md"), ("docs", "lab.md"), ("examples", "worker_stub.py"))),
+                                 (COPIES_JA, (("docs", "participants.ja.md"), ("docs", "lab.ja.md"),
                                               ("examples", "worker_stub_ja.py")))):
             for where in places:
                 text = re.sub(r"<!--.*?-->", "", read(*where))

@@ -19,7 +19,7 @@ import unittest
 
 from tests import grade_mutants
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import ROOT, TempDirTestCase, python_env
+from tests.support import READER_DOCS, ROOT, TempDirTestCase, japanese, python_env, read_doc
 
 sys.path.insert(0, ROOT)
 from grader import messages, quiz  # noqa: E402
@@ -112,15 +112,15 @@ class QuizTableTest(unittest.TestCase):
 
     def test_every_section_the_explanations_point_at_exists(self):
         docs = {}
-        for name in ("README.md", "README.ja.md", "docs/lab.md", "docs/lab.ja.md"):
-            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
-                docs[name] = set(re.findall(r"(?m)^#{1,6} (.+)$", f.read()))
+        for name in READER_DOCS + ("docs/lab.md",):
+            for path in (name, japanese(name)):
+                docs[path] = set(re.findall(r"(?m)^#{1,6} (.+)$", read_doc(path)))
         pointers = 0
         for question in QUESTIONS:
-            for doc, section in re.findall(r'See (README|docs/lab\.md), "([^"]+)"', question.texts["en"].explanation):
+            for doc, section in re.findall(r'See (README|docs/\w+\.md), "([^"]+)"', question.texts["en"].explanation):
                 pointers += 1
                 self.assertIn(section, docs["README.md" if doc == "README" else doc], question.id)
-            for doc, section in re.findall(r"(README\.ja\.md|docs/lab\.ja\.md)の「([^」]+)」", question.texts["ja"].explanation):
+            for doc, section in re.findall(r"(README\.ja\.md|docs/\w+\.ja\.md)の「([^」]+)」", question.texts["ja"].explanation):
                 pointers += 1
                 self.assertTrue(any(section in heading for heading in docs[doc]), (question.id, section))
         self.assertGreaterEqual(pointers, 2 * len(QUESTIONS) - 4)

@@ -50,7 +50,7 @@ class RegistryTest(unittest.TestCase):
 
     def test_the_readme_table_is_the_registry(self):
         # Each README's table of checks, in the registry's order, says what its language's `proves` text says.
-        for name, heading, lang in (("README.md", "### The checks", "en"), ("README.ja.md", "### チェック一覧", "ja")):
+        for name, heading, lang in (("docs/participants.md", "### The checks", "en"), ("docs/participants.ja.md", "### チェック一覧", "ja")):
             with self.subTest(readme=name):
                 with open(os.path.join(ROOT, name), encoding="utf-8") as f:
                     readme = f.read()

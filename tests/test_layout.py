@@ -105,9 +105,9 @@ TESTED_ELSEWHERE = {
 # Test modules about several modules at once, named for what they cover.
 ABOUT_SEVERAL = {
     "test_alerts": "docs/alerts.yml against the metrics the relay, `status` and the sink export",
-    "test_audit": "docs/audit.md: every guarantee README states, against the code, the tests and the checks",
+    "test_audit": "docs/audit.md: every guarantee the reader docs state, against the code, the tests and the checks",
     "test_bench_slow": "bench/, the machinery of `make bench`",
-    "test_docs": "README.md, the lab and the glossary against the code",
+    "test_docs": "README.md, the reader docs, the lab and the glossary against the code",
     "test_environments": "the kit in the environments lab hosts have: proxies, warnings as errors, locale, time zone",
     "test_environments_slow": "a read-only copy of the kit, run by an unprivileged user",
     "test_grade_mutants_1": "grade.py against mutants of the whole kit, a third of them each",

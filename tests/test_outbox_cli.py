@@ -11,7 +11,7 @@ import unittest
 
 from outbox import init_store, intake, operations, pending
 from tests.support import (
-    ROOT, LoopbackServer, TempDirTestCase, build_v1, echo_ack, ev, file_bytes, reply, run_cli, tree_listing,
+    LoopbackServer, read_docs, TempDirTestCase, build_v1, echo_ack, ev, file_bytes, reply, run_cli, tree_listing,
 )
 
 
@@ -144,11 +144,10 @@ class HelpTest(TempDirTestCase):
                 if (package, command) not in (("sink", "serve"), ("sink", "show")):
                     self.assertIn("exit status", result.stdout, (package, command))
         self.assertIn("exit status", run_cli("sink", "--help").stdout)
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
+        readme = read_docs()
         for package, commands in COMMANDS.items():
             for command in commands:
-                self.assertIn("python -m %s %s" % (package, command), readme)
+                self.assertIn("python3 -m %s %s" % (package, command), readme)
         relay_help = " ".join(outbox("relay", "--help").stdout.split())  # argparse wraps where it likes
         for default in ("(default: 5)", "(default: 0.5)", "(default: 10.0)", "(default: 16)"):
             self.assertIn(default, relay_help)

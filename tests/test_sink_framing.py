@@ -1,4 +1,4 @@
-"""sink.framing.Reader without sockets: chunk splits, every refusal of the README's table, seeded random streams.
+"""sink.framing.Reader without sockets: chunk splits, every refusal of docs/api.md's table, seeded random streams.
 
 The reader is driven the way the server drives it (feed, eof, expire with a
 clock passed in), so every rule is checked here in microseconds; the server
@@ -15,7 +15,7 @@ import unittest
 
 from sink import framing, server
 from sink.framing import MAX_BODY, NEED_MORE, STATUS, Refused, Request, Unanswered
-from tests.support import ROOT, fuzz_seed
+from tests.support import fuzz_seed, read_doc
 from tests.torture import framing_fuzz
 
 SEED = 17  # fixed, so `make test` is the same run every time
@@ -39,9 +39,8 @@ def post(body=BODY, *extra):
 
 
 def readme_statuses():
-    """The statuses in the README's table "What the sink answers"."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read()
+    """The statuses in docs/api.md's table "What the sink answers"."""
+    text = read_doc("docs/api.md")
     section = text.split("### What the sink answers", 1)[1].split("\n## ", 1)[0]
     return {int(status) for status in re.findall(r"^\| (\d{3}) \|", section, re.M)}
 
