@@ -369,7 +369,7 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
         self.assertRegex(lines[0], r"^ワーカー +得点 +合格数 +最初の理由$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件、得点は52点中19点"
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件、得点は52点中23点"
                               r"（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
         self.assertEqual(len(progress), 4, err)
