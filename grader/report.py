@@ -22,6 +22,8 @@ from .render.page import GENERATOR
 CLASS_FILES = ("class.json", "class.csv", "junit.xml", "index.html")
 STUDENTS, GRADESCOPE = "students", "gradescope"
 TEMP_PREFIX = ".grade-"  # an atomic write's temporary file, left only by a process killed in the middle
+UMASK = os.umask(0o022)  # read once, at import, in the main thread: mkstemp's files are 0600, reports are
+os.umask(UMASK)          # for a teacher to read and serve, so they get the mode open() would give them
 
 
 def worker_files(name):
@@ -37,6 +39,7 @@ def atomic_write(path, content):
     try:
         with open(fd, "w", encoding="utf-8", newline="") as f:
             f.write(content)
+        os.chmod(temp, 0o666 & ~UMASK)
         os.replace(temp, path)
     except BaseException:
         os.unlink(temp)

@@ -93,6 +93,10 @@ class TeacherReportTest(TempDirTestCase):
         self.assertRegex(rows[1][3], r"^every check: ")
         self.assertEqual([row[3] for row in rows[2:]], ["", ""])
         self.assertEqual(page.tables[1][1][:4], ["validate-event", "V1, V2, V3, V4, V5", "3", "2/4 (50%)"])
+        umask = os.umask(0o022)
+        os.umask(umask)
+        for name in ("index.html", "ann.json", os.path.join("students", "ann.html")):  # readable as open() makes files
+            self.assertEqual(os.stat(self.path("r", name)).st_mode & 0o777, 0o666 & ~umask, name)
         # The terminal says the same, one line per worker; -v adds every failed check under it.
         lines = out.splitlines()
         self.assertRegex(lines[3], r"^cat +0/3 +0/1 +stub: every function raises NotImplementedError$")

@@ -63,15 +63,12 @@ def summary_table(workers, lang):
 
 
 def pass_rates(workers, names, lang):
-    """Which rule did the class miss: per check, how many passed it, its rules and points."""
+    """Which rule did the class miss: per check, how many passed it, its rules and points; the most missed first."""
     parts = ['<h2 id="checks">%s</h2>\n<table class="sortable rates">\n<thead><tr>' % e(text(lang, "html.rates"))]
     parts += ['<th class="sort">%s</th>' % e(text(lang, label))
               for label in ("html.check", "html.rules", "html.points", "html.rate")]
     parts.append("</tr></thead>\n<tbody>\n")
-    for name in names:
-        ran = [c for w in workers for c in w["checks"] if c["name"] == name]
-        ok = sum(1 for c in ran if c["status"] == "pass")
-        percent = 100.0 * ok / len(ran) if ran else 0.0
+    for name, ran, ok, percent in rates(workers, names):
         rules = ", ".join(ran[0]["rules"]) if ran else ""
         points = ran[0]["max_points"] if ran else 0
         parts.append('<tr><td><code>%s</code></td><td>%s</td><td class="num">%d</td>'
@@ -79,6 +76,16 @@ def pass_rates(workers, names, lang):
                      % (e(name), e(rules), points, percent, ok, len(ran), percent, int(percent)))
     parts.append("</tbody>\n</table>\n")
     return parts
+
+
+def rates(workers, names):
+    """(check, its results, how many passed, percent) per check, the least passed first, else registry order."""
+    found = []
+    for name in names:
+        ran = [c for w in workers for c in w["checks"] if c["name"] == name]
+        ok = sum(1 for c in ran if c["status"] == "pass")
+        found.append((name, ran, ok, 100.0 * ok / len(ran) if ran else 0.0))
+    return sorted(found, key=lambda rate: rate[3])  # stable: ties keep the registry's order
 
 
 def skipped_list(skipped, lang):
