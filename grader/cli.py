@@ -461,7 +461,7 @@ def merge(args):
 
 def show_result(result, args):
     lang = args.lang
-    expected, observed = result["text"]
+    expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))  # lang: here, at the edge
     print(text(lang, "report.expected", verdict=text(lang, "verdict." + result["status"]), name=result["name"],
                expected=expected))
     print(text(lang, "report.observed", blank="", observed=observed))
