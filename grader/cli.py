@@ -343,7 +343,7 @@ def grade(args):
     if off:
         print(text(lang, "cli.protections-off", off=", ".join(text(lang, "protection." + name) for name in off)),
               file=sys.stderr)
-    single = len(args.workers) == 1 and not args.skipped
+    single = len(args.workers) == 1 and not args.skipped and args.shard is None  # a shard is a class's part
     started = time.monotonic()
     run = ClassRun(args, names, started)
     to_grade = [w for w in args.workers if w.name not in run.finished]
