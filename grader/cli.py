@@ -437,7 +437,7 @@ def merge(args):
     workers, skipped, expected, seconds = {}, {}, 0, 0.0
     for path in args.merge:
         found, whole = load_shard(path)
-        workers.update(found)
+        workers.update((name, results.rescored(w, args.points_of) if args.points else w) for name, w in found.items())
         whole = whole or {}
         for entry in whole.get("skipped") or ():
             skipped[entry["path"]] = entry
