@@ -110,10 +110,10 @@ def first_reason(worker):
             return {"id": "reason.stub", "fields": {}}
         if kind == "run.timed-out" and len(failed) > 1:
             return {"id": "reason.all-timed-out", "fields": {"seconds": first["fields"].get("seconds", "?")}}
-        if kind == "impl.missing":
+        if kind == "impl.missing" and len(failed) > 1:
             names = sorted({n.strip() for c in failed for n in c["observed_message"]["fields"].get("names", "").split(",")})
             return {"id": "reason.missing", "fields": {"names": ", ".join(n for n in names if n)}}
-        if len({c["observed"] for c in failed}) == 1:
+        if len({c["observed"] for c in failed}) == 1 and len(failed) > 1:
             return {"id": "reason.every-check", "fields": {"observed": first}}
     check = failed[0]
     return {"id": "reason.check", "fields": {"name": check["name"], "rules": ", ".join(check.get("rules") or ()) or "-",
