@@ -93,7 +93,7 @@ class TeacherReportTest(TempDirTestCase):
         self.assertEqual([row[0] for row in rows], ["cat", "dan", "ann", "ben"])  # failing first, then by name
         self.assertEqual([row[1] for row in rows], ["0/3", "0/3", "3/3", "3/3"])
         self.assertEqual(rows[0][3], "stub: every function raises NotImplementedError")
-        self.assertRegex(rows[1][3], r"^every check: ")
+        self.assertRegex(rows[1][3], r"^validate-event \(V1, V2, V3, V4, V5\): it returned the very dict")
         self.assertEqual([row[3] for row in rows[2:]], ["", ""])
         self.assertEqual(page.tables[1][1][:4], ["validate-event", "V1, V2, V3, V4, V5", "3", "2/4 (50%)"])
         umask = os.umask(0o022)
