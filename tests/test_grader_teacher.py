@@ -12,8 +12,10 @@ import re
 import signal
 import subprocess
 import sys
+import unittest
 
 from grader.registry import NAMES, POINTS
+from grader.results import first_reason
 from tests.grade_mutants import GRADE, grade
 from tests.support import ROOT, TempDirTestCase, python_env, wait_until, write_worker
 from tests.test_grader_classroom import read_page
@@ -296,3 +298,32 @@ class TeacherReportTest(TempDirTestCase):
         status, out, err = grade("--merge", self.path("class"), "--report", self.path("m2"))
         self.assertEqual(status, 2)
         self.assertIn("no worker report", err)
+
+
+def check(name, observed, status="fail", **fields):
+    message = {"id": observed, "fields": fields}
+    return {"name": name, "status": status, "observed": "%s %s" % (observed, fields), "observed_message": message,
+            "rules": ["X1"]}
+
+
+class FirstReasonTest(unittest.TestCase):
+    """results.first_reason on result data alone: one cause behind every failure is named once."""
+
+    def reason(self, *checks):
+        return first_reason({"checks": list(checks)})
+
+    def test_each_cause(self):
+        passed = check("a", "as-expected", status="pass")
+        self.assertIsNone(self.reason(passed))
+        self.assertEqual(self.reason(check("a", "usage.syntax", line=3), check("b", "usage.syntax", line=3)),
+                         {"id": "reason.compile", "fields": {"line": 3}})
+        stub = [dict(check(n, "run.raised-in"), observed="f raised NotImplementedError: f") for n in "ab"]
+        self.assertEqual(self.reason(*stub)["id"], "reason.stub")
+        hung = [check(n, "run.timed-out", seconds="10") for n in "ab"]
+        self.assertEqual(self.reason(*hung), {"id": "reason.all-timed-out", "fields": {"seconds": "10"}})
+        missing = [check("a", "impl.missing", names="intake, pending"), check("b", "impl.missing", names="mark_sent")]
+        self.assertEqual(self.reason(*missing), {"id": "reason.missing", "fields": {"names": "intake, mark_sent, pending"}})
+        # Several causes, or some checks passed: the first failed check, its rules and what was observed.
+        first = self.reason(passed, check("b", "plain", text="x"), check("c", "usage.syntax", line=1))
+        self.assertEqual((first["id"], first["fields"]["name"], first["fields"]["rules"]), ("reason.check", "b", "X1"))
+        self.assertEqual(self.reason(check("a", "impl.missing", names="intake"))["id"], "reason.check")
