@@ -375,7 +375,7 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertEqual(len(progress), 4, err)
         for line in progress:  # stderr is no terminal: one line per finished worker
             self.assertRegex(line, r"^\[[1-4]/4\] (worker_reference|worker_stub_ja|big_file|no_compile): 2件中[0-2]件合格"
-                                   r"（[0-9.]+秒）$")
+                                   r"（[0-9.]+秒）(、残りはおよそ[0-9]+秒)?$")
         self.assertEqual(english_words(out + err), [])
         # The page people read follows --lang, the limit the worker ran into included ...
         page = page_text(os.path.join(reports, "index.html"))
