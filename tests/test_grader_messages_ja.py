@@ -118,10 +118,10 @@ def in_japanese(message):
 
 
 def page_text(path):
-    """The text a browser shows of the HTML page at `path`: no style, no tags, entities decoded."""
+    """The text a browser shows of the HTML page at `path`: no style, no script, no tags, entities decoded."""
     with open(path, encoding="utf-8") as f:
         page = f.read()
-    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>", "", page)))
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>|<script>.*?</script>", "", page)))
 
 
 class JapaneseTableTest(unittest.TestCase):
