@@ -482,10 +482,10 @@ def show_totals(one, result, args, seconds):
     print("")
     if args.keep and one is not None:
         print(text(lang, "report.kept", path=one.grader.tmp))
+    print(text(lang, "report.points", points=result["points"], max_points=result["max_points"]))
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
-    if counts["error"]:
+    if counts["error"]:  # the totals stay the last line: scripts and the docs read them there
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))
     else:
         print(text(lang, "report.totals", passed=counts["pass"], failed=counts["fail"]))
-    print(text(lang, "report.points", points=result["points"], max_points=result["max_points"]))

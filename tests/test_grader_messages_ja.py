@@ -192,7 +192,7 @@ class JapaneseReportTest(unittest.TestCase):
             with self.subTest(check=name):
                 self.assertRegex(expected, "[\u3000-\u30ff\u4e00-\u9fff]")
                 self.assertRegex(observed, "[\u3000-\u30ff\u4e00-\u9fff]")
-        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\n採点結果: 合格 0、不合格 %d\n得点: 100点中0点\n\Z" % len(NAMES))
+        self.assertRegex(out, r"\n得点: 100点中0点\n採点時間: [0-9.]+秒\n採点結果: 合格 0、不合格 %d\n\Z" % len(NAMES))
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
         # Three English words in a row would be a sentence left untranslated (the stub's errors are class names).
