@@ -32,10 +32,11 @@ if __name__ == "__main__":
     sys.path[:1] = [ROOT]  # run as a script, sys.path[0] is bench/, not the root with the packages
 
 from bench import baseline_sink  # noqa: E402
-from outbox import db, dispatch, init_store, intake, intake_many, send_http  # noqa: E402
-from outbox import store, timestamps  # noqa: E402
-from outbox.store import pending  # noqa: E402
-from sink import inbox  # noqa: E402
+from outbox import dispatch, init_store, intake, intake_many, send_http  # noqa: E402
+from outbox.core import db, store  # noqa: E402
+from outbox.export import timestamps  # noqa: E402
+from outbox.core.store import pending  # noqa: E402
+from sink.core import inbox  # noqa: E402
 
 ROUNDS = 5
 SLICE_S = 0.2  # one in-process slice of one side

@@ -14,7 +14,7 @@ INTAKE_CRASH = 75  # the intake child dies with this status right after the firs
 # Two of the kit's constants, copied because the parent side never imports the kit (it would be importing
 # the reference worker's code into the grader); tests/test_grader_common.py keeps each equal to the kit's.
 SINK_CRASH = 74  # sink.faults.CRASH_EXIT: the sink's crash faults exit with this status
-BUSY_TIMEOUT_S = 5.0  # outbox.db.BUSY_TIMEOUT_S: how long the grader's own connections wait for a worker's lock
+BUSY_TIMEOUT_S = 5.0  # outbox.core.db.BUSY_TIMEOUT_S: how long the grader's own connections wait for a worker's lock
 
 
 def msg(message_id, **fields):
@@ -75,7 +75,7 @@ def connect(target, *, uri=False):
 def read_only(path):
     """The grader's own observer: mode=ro, and query_only as a second line of defence.
 
-    Plain ``mode=ro``, unlike the kit's outbox.readonly: the grader reads a
+    Plain ``mode=ro``, unlike the kit's outbox.core.readonly: the grader reads a
     worker's DB in its own temporary folder, often while the worker holds it
     open with commits only in its -wal, so it must read through the WAL (and
     may create the -shm); ``immutable=1`` would miss those commits.

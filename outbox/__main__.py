@@ -1,6 +1,6 @@
-"""`python -m outbox`: the publisher's command line (see outbox/cli.py)."""
+"""`python -m outbox`: the publisher's command line (see outbox/cli/main.py)."""
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

@@ -21,9 +21,9 @@ import sys
 import threading
 import time
 
-from outbox.cli_args import Parser, add_durability_flag, loopback_host_arg, positive_int, timeout_arg
-from outbox.errors import OutboxError
-from outbox.timestamps import utc
+from outbox.cli.args import Parser, add_durability_flag, loopback_host_arg, positive_int, timeout_arg
+from outbox.core.errors import OutboxError
+from outbox.export.timestamps import utc
 
 from . import faults, metrics, server, views
 

@@ -4,7 +4,7 @@ Turns the dict of sink.views.status into text and nothing else: no SQL,
 no HTTP. The server calls `render(views.status(con))` and sends the result
 as ``text/plain; version=0.0.4``.
 """
-from outbox import prometheus
+from outbox.export import prometheus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -42,11 +42,12 @@ import time
 import traceback
 from http import HTTPStatus
 
-from outbox.db import check_durability
-from outbox.errors import Conflict, InvalidEvent
-from outbox.event import loads_strict, validate_event
+from outbox.core.db import check_durability
+from outbox.core.errors import Conflict, InvalidEvent
+from outbox.core.event import loads_strict, validate_event
 
-from . import framing, inbox, metrics, views
+from . import framing, metrics, views
+from .core import inbox
 from .storethread import StoreGone, StoreThread, describe
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
@@ -115,7 +116,7 @@ def make_server(
     Call `start()` (serves in a daemon thread) or `serve_forever()`, and at the
     end `stop()` (or `shutdown()` then `server_close()`). `server_address`
     holds the real port when `port` is 0. `init_sink(db_path)` and
-    `receive(con, event)` default to sink.inbox's; `init_sink` is called once,
+    `receive(con, event)` default to sink.core.inbox's; `init_sink` is called once,
     here, and its connection is held until stop(), so a foreign or unusable DB
     raises (WrongDatabase) now rather than at the first request. `timeout`
     (seconds, > 0) is the time a client has, from being accepted, to send its
@@ -128,7 +129,7 @@ def make_server(
     fires and per client closed unanswered, and every internal error with its
     traceback; by default nothing is printed. It is called from every thread
     of the server; an Exception it raises loses that line and nothing else.
-    `durability` ("full" or "process", see outbox.db.DURABILITY) is passed to
+    `durability` ("full" or "process", see outbox.core.db.DURABILITY) is passed to
     the kit's own `init_sink`; with a foreign `init_sink` it must stay "full"
     (ValueError).
     """

@@ -2,13 +2,14 @@
 
 For the server (the ACK's digest, GET /metrics) and for `python -m sink
 show` and `status`. Nothing here writes: `open_readonly` opens a connection
-that cannot (outbox.readonly), and the others only SELECT on the connection
-they are given. The tables are sink.inbox's, which writes them.
+that cannot (outbox.core.readonly), and the others only SELECT on the connection
+they are given. The tables are sink.core.inbox's, which writes them.
 """
 
-from outbox import readonly, timestamps
+from outbox.core import readonly
+from outbox.export import timestamps
 
-from .inbox import APPLICATION_ID, APPLIED, CONFLICT, DUPLICATE, SCHEMA_VERSION
+from .core.inbox import APPLICATION_ID, APPLIED, CONFLICT, DUPLICATE, SCHEMA_VERSION
 
 
 def held_digest(con, event_id):
@@ -22,7 +23,7 @@ def held_digest(con, event_id):
 
 
 def open_readonly(path):
-    """Open an existing sink DB only to read it (see outbox.readonly); never creates a file."""
+    """Open an existing sink DB only to read it (see outbox.core.readonly); never creates a file."""
     return readonly.open_readonly(path, application_id=APPLICATION_ID, version=SCHEMA_VERSION, kind="sink")
 
 

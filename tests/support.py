@@ -23,9 +23,9 @@ import threading
 import time
 import unittest
 
-from outbox import relay as outbox_relay
-from outbox import store as outbox_store
-from outbox import upgrade as outbox_upgrade
+from outbox.ops import relay as outbox_relay
+from outbox.core import store as outbox_store
+from outbox.core import upgrade as outbox_upgrade
 from sink.server import make_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

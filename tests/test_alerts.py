@@ -13,9 +13,9 @@ import os
 import re
 import unittest
 
-from outbox import relay
-from outbox.cli_ops import render_status
-from outbox.cli_relay import render_relay
+from outbox.ops import relay
+from outbox.cli.ops import render_status
+from outbox.cli.relay import render_relay
 from sink import metrics
 from tests.support import ROOT, read_doc
 

@@ -34,11 +34,12 @@ def run(*args, env=None, cwd=ROOT):
 
 
 def kit_commands():
-    """{"python3 -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli*.py and sink/cli*.py."""
+    """{"python3 -m outbox intake": (subparser, [long flags]), ...} from every outbox/cli/*.py and sink/cli*.py."""
     commands = {}
     for package in CLI_PACKAGES:
-        for path in sorted(glob.glob(os.path.join(ROOT, package, "cli*.py"))):
-            module = importlib.import_module("%s.%s" % (package, os.path.basename(path)[:-3]))
+        paths = glob.glob(os.path.join(ROOT, package, "cli*.py")) + glob.glob(os.path.join(ROOT, package, "cli", "*.py"))
+        for path in sorted(paths):
+            module = importlib.import_module(os.path.relpath(path, ROOT)[:-3].replace(os.sep, "."))
             builders = [getattr(module, name) for name in PARSER_BUILDERS if hasattr(module, name)]
             for build in builders:
                 parser = build()

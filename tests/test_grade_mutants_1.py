@@ -63,15 +63,15 @@ class ReadOnlyCheckoutTest(TempDirTestCase):
         grade_mutants.ROOT = checkout
         try:
             worker = grade_mutants.make_mutant(self.path("mutant"), "order by id", grade_mutants.BY_MISTAKE["order by id"].edits,
-                                               "outbox/store.py")
+                                               "outbox/core/store.py")
         finally:
             grade_mutants.ROOT = original
-        with open(os.path.join(self.path("mutant"), "outbox", "store.py"), encoding="utf-8") as f:
+        with open(os.path.join(self.path("mutant"), "outbox", "core", "store.py"), encoding="utf-8") as f:
             self.assertIn("ORDER BY event_id", f.read())
         self.assertTrue(os.path.isfile(worker))
         # Checked by mode, not by a failed write: root may write to a read-only file anyway.
         for name in ("store.py", "event.py"):
-            self.assertTrue(os.stat(os.path.join(self.path("mutant"), "outbox", name)).st_mode & stat.S_IWUSR, name)
+            self.assertTrue(os.stat(os.path.join(self.path("mutant"), "outbox", "core", name)).st_mode & stat.S_IWUSR, name)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import sqlite3
 import sys
 import unittest
 
-import outbox.db
+import outbox.core.db
 import sink.faults
 from tests.support import ROOT, TempDirTestCase, tree_listing
 
@@ -20,7 +20,7 @@ from grader import common  # noqa: E402
 class KitConstantsTest(unittest.TestCase):
     def test_the_copies_of_the_kits_constants_are_the_kits(self):
         self.assertEqual(common.SINK_CRASH, sink.faults.CRASH_EXIT)
-        self.assertEqual(common.BUSY_TIMEOUT_S, outbox.db.BUSY_TIMEOUT_S)
+        self.assertEqual(common.BUSY_TIMEOUT_S, outbox.core.db.BUSY_TIMEOUT_S)
 
 
 class ReadOnlyObserverTest(TempDirTestCase):

@@ -68,8 +68,8 @@ class RegistryTest(unittest.TestCase):
     def test_a_patch_that_no_longer_applies_names_its_mutant(self):
         tmp = tempfile.mkdtemp(prefix="outbox-kit-test-")
         self.addCleanup(shutil.rmtree, tmp, True)
-        with self.assertRaisesRegex(grade_mutants.StalePatch, "mutant 'gone': its patch text occurs 0 times in outbox/store.py"):
-            grade_mutants.make_mutant(tmp, "gone", [("no such text in the kit", "")], "outbox/store.py")
+        with self.assertRaisesRegex(grade_mutants.StalePatch, "mutant 'gone': its patch text occurs 0 times in outbox/core/store.py"):
+            grade_mutants.make_mutant(tmp, "gone", [("no such text in the kit", "")], "outbox/core/store.py")
 
     def test_the_parent_imports_neither_the_worker_nor_the_kit(self):
         code = ("import sys; sys.path.insert(0, %r); import grader.cli; "

@@ -16,33 +16,33 @@ from tests.support import ROOT
 PACKAGES = ("outbox", "sink")
 # The modules that may hold SQL text: the store modules and the DB helpers. store.py: the kernel's SQL;
 # attempts.py, operations.py and history.py: the operator's records on the source DB, and their tables;
-# readonly.py and upgrade.py: reading without writing, and the schema history; sinkview.py: the publisher's
-# read-only view of a sink DB (evidence), through the tables the contract names; sink/inbox.py: the sink DB's
+# readonly.py and upgrade.py: reading without writing, and the schema history; sinklook.py: the publisher's
+# read-only look at a sink DB (evidence), through the tables the contract names; sink/core/inbox.py: the sink DB's
 # schema and its one writer; sink/views.py: the sink DB read for people (show, status, /metrics).
-SQL_MODULES = ("outbox/db.py", "outbox/readonly.py", "outbox/upgrade.py", "outbox/store.py", "outbox/history.py",
-               "outbox/attempts.py", "outbox/operations.py", "outbox/sinkview.py", "sink/inbox.py", "sink/views.py")
+SQL_MODULES = ("outbox/core/db.py", "outbox/core/readonly.py", "outbox/core/upgrade.py", "outbox/core/store.py",
+               "outbox/core/history.py", "outbox/ops/attempts.py", "outbox/ops/operations.py", "outbox/ops/sinklook.py",
+               "sink/core/inbox.py", "sink/views.py")
 # The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
-# order, stopping at the first failure; the sink applies each id once".
-KERNEL_MODULES = ("outbox/errors.py", "outbox/event.py", "outbox/db.py", "outbox/store.py", "outbox/dispatch.py",
-                  "outbox/sender.py", "sink/inbox.py")
-# What the kernel may import besides itself, and these import nothing else: store.init_store gives a new file
-# the operator's history tables (history.py, their schema alone) and upgrades an older file (upgrade.py, which
-# looks at it first through readonly.py). Never an operator module (attempts, operations, relay, evidence, ...):
-# dispatch takes their bookkeeping as hooks; and never a reader for people (sink/views.py reads the sink DB for
-# show, status and /metrics).
-KERNEL_HELPERS = ("outbox/history.py", "outbox/upgrade.py", "outbox/readonly.py")
+# order, stopping at the first failure; the sink applies each id once": every file of the kernel folders, with
+# what init_store runs before db.open_db (history.py, the history tables' schema alone; upgrade.py, which looks
+# at an older file first through readonly.py). The kernel imports nothing of the kit outside itself: never an
+# operator module (outbox.ops: dispatch takes their bookkeeping as hooks), an exporter, a command line, nor a
+# reader for people (sink/views.py reads the sink DB for show, status and /metrics).
+KERNEL_FOLDERS = ("outbox/core", "sink/core")
+KERNEL_MODULES = tuple(sorted(os.path.relpath(path, ROOT).replace(os.sep, "/") for folder in KERNEL_FOLDERS
+                              for path in glob.glob(os.path.join(ROOT, folder, "*.py"))))
 # The only module that may import an HTTP client.
-HTTP_CLIENT_MODULES = ("outbox/sender.py",)
+HTTP_CLIENT_MODULES = ("outbox/core/sender.py",)
 HTTP_CLIENT_IMPORTS = ("urllib.request", "http.client")
 # What the sink may take from the publisher's package: the event rules, the errors, the DB helpers,
 # the time format and the Prometheus text writer (pure formatting, shared so the two sides' lines and
 # gauges read alike).
-SINK_MAY_IMPORT_FROM_OUTBOX = ("outbox.event", "outbox.errors", "outbox.db", "outbox.readonly", "outbox.timestamps",
-                               "outbox.prometheus")
+SINK_MAY_IMPORT_FROM_OUTBOX = ("outbox.core.event", "outbox.core.errors", "outbox.core.db", "outbox.core.readonly",
+                               "outbox.export.timestamps", "outbox.export.prometheus")
 # ... and its command line, the parser and argument types both command lines share.
-SINK_CLI_MAY_ALSO_IMPORT = ("outbox.cli_args",)
+SINK_CLI_MAY_ALSO_IMPORT = ("outbox.cli.args",)
 # The edges where errors become output and an exit status.
-CLI_MODULE_PATTERNS = ("*/cli.py", "*/cli_*.py", "*/__main__.py")
+CLI_MODULE_PATTERNS = ("*/cli.py", "*/cli/*.py", "*/__main__.py")
 GRADER_MODULES = ("grade", "grader")
 # The grader's own tests are the one place that imports it.
 GRADER_TESTS = ("tests/test_grade*.py", "tests/grade_mutants.py")
@@ -57,23 +57,32 @@ SQL_TEXT = re.compile(
 
 # Tests by behaviour (CONTRIBUTING.md, "Tests"): the tests of PACKAGE/MODULE.py are in tests/test_PACKAGE_MODULE.py,
 # the slow ones (wall-clock bounds, long runs) in tests/test_PACKAGE_MODULE_slow.py or _WHAT_slow.py; grade.py's in
-# tests/test_grade.py.
+# tests/test_grade.py. A role folder (ROLE_FOLDERS) is left out of the name (outbox/core/store.py is
+# test_outbox_store's), and a folder's main.py is the folder's (outbox/cli/main.py is test_outbox_cli's,
+# outbox/cli/relay.py test_outbox_cli_relay's).
 LIBRARY_PACKAGES = ("outbox", "sink", "grader")
 LIBRARY_SCRIPTS = ("grade.py",)
+ROLE_FOLDERS = ("core", "ops", "export")
 # Library modules with no test module of their own: the test modules that test them, and why.
 TESTED_ELSEWHERE = {
     "outbox/__init__.py": (("test_outbox_store", "test_outbox_dispatch"), "the API: names of other modules, "
                            "imported from the package by their tests"),
-    "outbox/__main__.py": (("test_outbox_cli",), "`python -m outbox`: two lines that call outbox.cli"),
-    "outbox/errors.py": (("test_outbox_store", "test_outbox_sender", "test_outbox_failures"),
-                         "the exception classes, asserted where each is raised"),
-    "outbox/history.py": (("test_outbox_operations", "test_outbox_upgrade"),
-                          "the history tables' schema alone; outbox.operations writes and reads their rows"),
-    "outbox/retention.py": (("test_outbox_operations", "test_outbox_cli_ops"),
-                            "the purge loop and the duration syntax, beside the quarantine a purge must never remove"),
-    "outbox/sinkview.py": (("test_outbox_evidence",), "read through by its one user, `evidence`, on real sink DBs"),
-    "outbox/timestamps.py": (("test_outbox_prometheus", "test_outbox_cli_ops"),
-                             "one function: the times in the figures and lines an operator reads"),
+    "outbox/__main__.py": (("test_outbox_cli",), "`python -m outbox`: two lines that call outbox.cli.main"),
+    "outbox/core/__init__.py": (("test_layout",), "the kernel folder's charter, a docstring"),
+    "outbox/ops/__init__.py": (("test_layout",), "the operator folder's charter, a docstring"),
+    "outbox/export/__init__.py": (("test_layout",), "the exporters' folder's charter, a docstring"),
+    "outbox/cli/__init__.py": (("test_outbox_cli",), "the command line folder's charter, a docstring"),
+    "sink/core/__init__.py": (("test_layout",), "the sink's kernel folder's charter, a docstring"),
+    "outbox/core/errors.py": (("test_outbox_store", "test_outbox_sender", "test_outbox_failures"),
+                              "the exception classes, asserted where each is raised"),
+    "outbox/core/history.py": (("test_outbox_operations", "test_outbox_upgrade"),
+                               "the history tables' schema alone; outbox.ops.operations writes and reads their rows"),
+    "outbox/ops/retention.py": (("test_outbox_operations", "test_outbox_cli_ops"),
+                                "the purge loop and the duration syntax, beside the quarantine a purge must never "
+                                "remove"),
+    "outbox/ops/sinklook.py": (("test_outbox_evidence",), "read through by its one user, `evidence`, on real sink DBs"),
+    "outbox/export/timestamps.py": (("test_outbox_prometheus", "test_outbox_cli_ops"),
+                                    "one function: the times in the figures and lines an operator reads"),
     "sink/__init__.py": (("test_sink_inbox", "test_sink_server"), "the API: names of other modules"),
     "sink/__main__.py": (("test_sink_cli",), "`python -m sink`: two lines that call sink.cli"),
     "sink/metrics.py": (("test_outbox_prometheus",), "the sink's figures in the text format, parsed there with "
@@ -152,7 +161,7 @@ def imported_modules(relpath, tree):
                 module = ".".join(part for part in (base, node.module) if part)
             else:
                 module = node.module
-            # `from outbox import db` is the module outbox.db; `from x import name` is at least x.
+            # `from outbox.core import db` is the module outbox.core.db; `from x import name` is at least x.
             found.extend((node.lineno, module + "." + alias.name) for alias in node.names)
             found.append((node.lineno, module))
     return found
@@ -167,11 +176,11 @@ def module_name(relpath):
 
 
 def kernel_import_violation(relpath, module):
-    """True if `relpath`, a kernel module or helper, imports `module` from the kit outside the kernel and helpers."""
-    inside = KERNEL_MODULES + KERNEL_HELPERS
-    if relpath not in inside or module.split(".")[0] not in PACKAGES or module in PACKAGES:
-        return False  # not the kernel; the standard library; or the package itself (`from outbox import db`)
-    return not any(is_under(module, module_name(path)) for path in inside)
+    """True if `relpath`, a kernel module, imports `module` from the kit outside the kernel."""
+    folders = tuple(folder.replace("/", ".") for folder in KERNEL_FOLDERS)
+    if relpath not in KERNEL_MODULES or module.split(".")[0] not in PACKAGES or module in PACKAGES + folders:
+        return False  # not the kernel; the standard library; or a package itself (`from outbox.core import db`)
+    return not any(is_under(module, module_name(path)) for path in KERNEL_MODULES)
 
 
 def docstring_nodes(tree):
@@ -206,8 +215,17 @@ def version_guards(tree):
 
 
 def test_module_for(relpath):
-    """The name of the test module of a library module: outbox/store.py -> test_outbox_store."""
-    return "test_" + relpath[: -len(".py")].replace("/", "_")
+    """The name of the test module of a library module: outbox/core/store.py -> test_outbox_store.
+
+    A role folder (ROLE_FOLDERS) is left out but for its __init__.py, and a
+    folder's main.py stands for the folder: outbox/cli/main.py -> test_outbox_cli.
+    """
+    parts = relpath[: -len(".py")].split("/")
+    if len(parts) > 2 and parts[-1] != "__init__":
+        parts = parts[:1] + [part for part in parts[1:-1] if part not in ROLE_FOLDERS] + parts[-1:]
+    if len(parts) > 2 and parts[-1] == "main":
+        parts = parts[:-1]
+    return "test_" + "_".join(parts)
 
 
 def library_module_of(test_module, library):
@@ -215,7 +233,7 @@ def library_module_of(test_module, library):
 
     test_P_M is P/M.py's; a slow module test_P_M_slow or test_P_M_WHAT_slow
     too, the longest such P_M winning (test_outbox_cli_relay_outage_slow is
-    outbox/cli_relay.py's, not outbox/cli.py's).
+    outbox/cli/relay.py's, not outbox/cli/main.py's).
     """
     own = {test_module_for(relpath): relpath for relpath in library}
     if test_module in own:
@@ -279,7 +297,7 @@ def clock_assertions(tree):
 class LayoutTest(unittest.TestCase):
     def setUp(self):
         self.files = source_files(*PACKAGES)
-        self.assertIn("outbox/store.py", self.files)  # the walk found the packages at all
+        self.assertIn("outbox/core/store.py", self.files)  # the walk found the packages at all
         self.trees = {relpath: parse(relpath) for relpath in self.files}
 
     def violations(self, predicate):
@@ -295,8 +313,8 @@ class LayoutTest(unittest.TestCase):
         def bad(path, module):
             if not path.startswith("sink/") or not is_under(module, "outbox"):
                 return False
-            if module == "outbox":
-                return False  # the `from outbox import x` entry; x itself is checked as outbox.x
+            if os.path.isdir(os.path.join(ROOT, *module.split("."))):
+                return False  # the `from outbox.core import x` entry of a package; x is checked as outbox.core.x
             allowed = SINK_MAY_IMPORT_FROM_OUTBOX + (SINK_CLI_MAY_ALSO_IMPORT if is_cli_module(path) else ())
             return not any(is_under(module, name) for name in allowed)
 
@@ -307,7 +325,8 @@ class LayoutTest(unittest.TestCase):
         self.assertEqual(bare, [], "`import outbox` gives the sink the whole publisher")
 
     def test_the_kernel_imports_only_the_kernel_and_its_helpers(self):
-        for relpath in KERNEL_MODULES + KERNEL_HELPERS:
+        self.assertIn("outbox/core/dispatch.py", KERNEL_MODULES)  # the folders' walk found the kernel at all
+        for relpath in KERNEL_MODULES:
             self.assertIn(relpath, self.files)
         self.assertEqual(self.violations(kernel_import_violation), [])
 
@@ -367,18 +386,18 @@ class RuleSelfTest(unittest.TestCase):
         return [module for _, module in imported_modules(relpath, ast.parse(text))]
 
     def test_relative_and_from_imports_resolve(self):
-        self.assertIn("outbox.db", self.imports("sink/inbox.py", "from outbox import db"))
+        self.assertIn("outbox.core.db", self.imports("sink/core/inbox.py", "from outbox.core import db"))
         self.assertIn("sink.server", self.imports("sink/cli.py", "from . import server"))
         self.assertIn("sink.inbox", self.imports("outbox/x.py", "from ..sink import inbox"))
 
     def test_kernel_rule(self):
-        self.assertTrue(kernel_import_violation("outbox/dispatch.py", "outbox.attempts"))
-        self.assertTrue(kernel_import_violation("outbox/store.py", "outbox.operations.quarantine"))
-        self.assertTrue(kernel_import_violation("outbox/upgrade.py", "outbox.relay"))
-        self.assertFalse(kernel_import_violation("outbox/dispatch.py", "outbox.store.mark_sent"))
-        self.assertFalse(kernel_import_violation("sink/inbox.py", "outbox.db"))
-        self.assertFalse(kernel_import_violation("outbox/relay.py", "outbox.attempts"))
-        self.assertFalse(kernel_import_violation("outbox/store.py", "sqlite3"))
+        self.assertTrue(kernel_import_violation("outbox/core/dispatch.py", "outbox.ops.attempts"))
+        self.assertTrue(kernel_import_violation("outbox/core/store.py", "outbox.ops.operations.quarantine"))
+        self.assertTrue(kernel_import_violation("outbox/core/upgrade.py", "outbox.ops.relay"))
+        self.assertFalse(kernel_import_violation("outbox/core/dispatch.py", "outbox.core.store.mark_sent"))
+        self.assertFalse(kernel_import_violation("sink/core/inbox.py", "outbox.core.db"))
+        self.assertFalse(kernel_import_violation("outbox/ops/relay.py", "outbox.ops.attempts"))
+        self.assertFalse(kernel_import_violation("outbox/core/store.py", "sqlite3"))
 
     def test_sql_pattern(self):
         for text in ("SELECT payload FROM outbox", "INSERT INTO t VALUES (?)", "UPDATE outbox SET sent = 1",
@@ -388,9 +407,9 @@ class RuleSelfTest(unittest.TestCase):
             self.assertFalse(SQL_TEXT.match(text), text)
 
     def test_cli_pattern(self):
-        for relpath in ("outbox/cli.py", "sink/cli.py", "outbox/__main__.py", "outbox/cli_ops.py"):
+        for relpath in ("outbox/cli/main.py", "sink/cli.py", "outbox/__main__.py", "outbox/cli/ops.py"):
             self.assertTrue(is_cli_module(relpath), relpath)
-        for relpath in ("outbox/store.py", "sink/server.py", "outbox/client.py"):
+        for relpath in ("outbox/core/store.py", "sink/server.py", "outbox/client.py"):
             self.assertFalse(is_cli_module(relpath), relpath)
 
 
@@ -449,12 +468,15 @@ class TestsByBehaviourTest(unittest.TestCase):
 
     def setUp(self):
         self.library = source_files(*LIBRARY_PACKAGES) + list(LIBRARY_SCRIPTS)
-        self.assertIn("outbox/store.py", self.library)
+        self.assertIn("outbox/core/store.py", self.library)
         self.test_modules = sorted(os.path.basename(path)[: -len(".py")]
                                    for path in glob.glob(os.path.join(ROOT, "tests", "test_*.py")))
         self.assertIn("test_layout", self.test_modules)
 
     def test_every_library_module_has_its_test_module_or_says_where_it_is_tested(self):
+        names = [test_module_for(relpath) for relpath in self.library]
+        self.assertEqual(sorted(set(name for name in names if names.count(name) > 1)), [],
+                         "two library modules map to one test module name")
         missing = []
         for relpath in self.library:
             own = test_module_for(relpath)
@@ -500,20 +522,23 @@ class TestsByBehaviourTest(unittest.TestCase):
 class TestRulesSelfTest(unittest.TestCase):
     """The detectors of TestsByBehaviourTest must be able to fail."""
 
-    LIBRARY = ["outbox/cli.py", "outbox/cli_relay.py", "outbox/store.py", "grader/contain.py", "grade.py"]
+    LIBRARY = ["outbox/cli/main.py", "outbox/cli/relay.py", "outbox/core/store.py", "grader/contain.py", "grade.py"]
 
     def test_test_modules_map_to_their_library_modules(self):
-        for name, owner in (("test_outbox_store", "outbox/store.py"), ("test_grade", "grade.py"),
+        for name, owner in (("test_outbox_store", "outbox/core/store.py"), ("test_grade", "grade.py"),
                             ("test_grader_contain_slow", "grader/contain.py"),
-                            ("test_outbox_cli_relay_outage_slow", "outbox/cli_relay.py"),
-                            ("test_outbox_cli_slow", "outbox/cli.py"), ("test_outbox_store_extra", None),
+                            ("test_outbox_cli_relay_outage_slow", "outbox/cli/relay.py"),
+                            ("test_outbox_cli_slow", "outbox/cli/main.py"), ("test_outbox_store_extra", None),
                             ("test_grade_rules", None), ("test_bench_slow", None), ("test_outbox", None)):
             self.assertEqual(library_module_of(name, self.LIBRARY), owner, name)
-        self.assertEqual(test_module_for("outbox/cli_relay.py"), "test_outbox_cli_relay")
+        self.assertEqual(test_module_for("outbox/cli/relay.py"), "test_outbox_cli_relay")
+        self.assertEqual(test_module_for("outbox/ops/relay.py"), "test_outbox_relay")
+        self.assertEqual(test_module_for("outbox/cli/main.py"), "test_outbox_cli")
+        self.assertEqual(test_module_for("outbox/core/__init__.py"), "test_outbox_core___init__")
 
     def test_unused_imports_are_found(self):
-        tree = ast.parse("import os, sys\nimport outbox.errors\nfrom a import b as c, d\n"
-                         "def f():\n    import json\n    return sys.argv, outbox.errors, d\n")
+        tree = ast.parse("import os, sys\nimport outbox.core.errors\nfrom a import b as c, d\n"
+                         "def f():\n    import json\n    return sys.argv, outbox.core.errors, d\n")
         self.assertEqual(unused_imports(tree), [(1, "os"), (3, "c"), (5, "json")])
 
     def test_clock_assertions_are_found(self):

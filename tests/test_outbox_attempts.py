@@ -1,9 +1,10 @@
-"""outbox.attempts: the attempt record is committed before send, holds no lock across it, and keeps the last failure."""
+"""outbox.ops.attempts: the attempt record is committed before send, holds no lock across it, and keeps the last failure."""
 import sqlite3
 import unittest
 
-from outbox import attempts, dispatch, init_store, intake, operations
-from outbox.errors import OutboxError
+from outbox.ops import attempts, operations
+from outbox import dispatch, init_store, intake
+from outbox.core.errors import OutboxError
 from tests.support import TempDirTestCase, ev
 
 

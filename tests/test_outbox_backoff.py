@@ -1,8 +1,8 @@
-"""outbox.backoff: exponential backoff with full jitter, a pure function of the attempt and a random source."""
+"""outbox.ops.backoff: exponential backoff with full jitter, a pure function of the attempt and a random source."""
 import random
 import unittest
 
-from outbox import backoff
+from outbox.ops import backoff
 
 
 class BackoffTest(unittest.TestCase):

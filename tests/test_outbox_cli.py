@@ -1,4 +1,4 @@
-"""outbox.cli, `python -m outbox`: intake, pending, dispatch, status against a real sink; every command's --help.
+"""outbox.cli.main, `python -m outbox`: intake, pending, dispatch, status against a real sink; every command's --help.
 
 The exit statuses of bad arguments, command by command, are
 tests/test_outbox_cli_args.py; the operator's commands
@@ -9,7 +9,8 @@ import os
 import sqlite3
 import unittest
 
-from outbox import init_store, intake, operations, pending
+from outbox import init_store, intake, pending
+from outbox.ops import operations
 from tests.support import (
     LoopbackServer, read_docs, TempDirTestCase, build_v1, echo_ack, ev, file_bytes, reply, run_cli, tree_listing,
 )

@@ -1,4 +1,4 @@
-"""outbox.cli_ops: the operator's commands of `python -m outbox` through real processes on real files.
+"""outbox.cli.ops: the operator's commands of `python -m outbox` through real processes on real files.
 
 status, evidence, quarantined, quarantine, requeue, retry, purge, upgrade
 (and `python -m sink status`).
@@ -9,7 +9,7 @@ import sqlite3
 import unittest
 
 from outbox import init_store, intake
-from sink import inbox
+from sink.core import inbox
 from tests.support import LoopbackServer, TempDirTestCase, build_v1, file_bytes, parse_prometheus, reply, run_cli
 
 

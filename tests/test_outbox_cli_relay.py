@@ -9,7 +9,7 @@ import threading
 import unittest
 
 from outbox import init_store, intake
-from sink import inbox
+from sink.core import inbox
 from sink.server import make_server
 from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env, wait_until
 

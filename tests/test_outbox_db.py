@@ -1,4 +1,4 @@
-"""outbox.db: opening a kit DB for writing, on both sides; durability and refusing a file of an unknown version.
+"""outbox.core.db: opening a kit DB for writing, on both sides; durability and refusing a file of an unknown version.
 
 durability="full" | "process" on init_store, init_sink and open_db: the
 pragma, refusals, a killed writer. A file whose user_version no release
@@ -12,7 +12,9 @@ import subprocess
 import sys
 import unittest
 
-from outbox import WrongDatabase, db, init_store, intake, operations, pending
+from outbox import WrongDatabase, init_store, intake, pending
+from outbox.core import db
+from outbox.ops import operations
 from sink import init_sink, receive, views
 from tests.support import DEADLINE, ROOT, TempDirTestCase, file_bytes, python_env
 

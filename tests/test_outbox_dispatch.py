@@ -1,4 +1,4 @@
-"""outbox.dispatch: one finite batch, marked only on an exact True, stopping at the first failure.
+"""outbox.core.dispatch: one finite batch, marked only on an exact True, stopping at the first failure.
 
 The classes after DispatchTest each hold a behaviour a mutation run of the
 suite showed no test held; each names, in its docstring, the single-point

@@ -2,7 +2,7 @@
 import unittest
 
 from outbox import InvalidEvent, validate_event
-from outbox.event import canonical, digest, loads_strict
+from outbox.core.event import canonical, digest, loads_strict
 
 
 class ValidateEventTest(unittest.TestCase):

@@ -7,15 +7,17 @@ import sys
 import textwrap
 import unittest
 
-from outbox import attempts, dispatch, evidence, init_store, intake, operations, relay, sinkview
-from outbox.errors import NoAnswer, UntrustedAck
-from sink import inbox
+from outbox.ops import attempts, evidence, operations, relay, sinklook
+from outbox import dispatch, init_store, intake
+from outbox.core.errors import NoAnswer, UntrustedAck
+from sink.core import inbox
 from sink.server import make_server
 from tests.support import ROOT, TempDirTestCase, python_env, run_relay
 
 CRASH_AFTER_ACK = textwrap.dedent("""
     import os, sys
-    from outbox import attempts, dispatch, init_store, send_http
+    from outbox import dispatch, init_store, send_http
+    from outbox.ops import attempts
     con = init_store(sys.argv[1])
     dispatch(con, lambda event: send_http(sys.argv[2], event), after_delivery=lambda event: os._exit(73),
              **attempts.hooks(con))  # as the relay and the dispatch command record it
@@ -110,7 +112,7 @@ class ReadingTest(TempDirTestCase):
         intake(self.source, {"id": "snack-7", "sku": "snack", "qty": 7})
         sink = inbox.init_sink(self.path("sink.db"))
         sink.close()
-        self.sink = sinkview.open_sink_readonly(self.path("sink.db"))
+        self.sink = sinklook.open_sink_readonly(self.path("sink.db"))
         self.addCleanup(self.sink.close)
 
     def fail(self, error, times=1):

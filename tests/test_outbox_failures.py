@@ -8,8 +8,9 @@ kind and counts only the permanent ones toward the relay's alert.
 import json
 import unittest
 
-from outbox import attempts, dispatch, failures, init_store, intake, operations, send_http
-from outbox.errors import DeliveryError, NoAnswer, NotAcknowledged, OutboxError, UntrustedAck
+from outbox.ops import attempts, failures, operations
+from outbox import dispatch, init_store, intake, send_http
+from outbox.core.errors import DeliveryError, NoAnswer, NotAcknowledged, OutboxError, UntrustedAck
 from tests.support import LoopbackServer, TempDirTestCase, free_loopback_socket, reply
 
 EVENT = {"id": "snack-7", "sku": "crisps", "qty": 2}

@@ -1,4 +1,4 @@
-"""outbox.nagios: `python -m outbox status --check` judges the figures the Nagios/Icinga plugin way (real processes)."""
+"""outbox.export.nagios: `python -m outbox status --check` judges the figures the Nagios/Icinga plugin way (real processes)."""
 import os
 import sqlite3
 import unittest

@@ -1,13 +1,14 @@
-"""outbox.operations, in process: quarantine and requeue, retry, purge, the history kept apart, the figures.
+"""outbox.ops.operations, in process: quarantine and requeue, retry, purge, the history kept apart, the figures.
 
 The command line over the same functions is tests/test_outbox_cli_ops.py.
 """
 import time
 import unittest
 
-from outbox import attempts, dispatch, init_store, intake, intake_many, mark_sent, operations, pending, retention
-from outbox.cli_ops import render_status
-from outbox.errors import Conflict, NotAcknowledged, OutboxError, UntrustedAck
+from outbox.ops import attempts, operations, retention
+from outbox import dispatch, init_store, intake, intake_many, mark_sent, pending
+from outbox.cli.ops import render_status
+from outbox.core.errors import Conflict, NotAcknowledged, OutboxError, UntrustedAck
 from tests.support import TempDirTestCase, ev, parse_prometheus
 
 

@@ -1,11 +1,14 @@
-"""outbox.prometheus: the text format from both sides (outbox status, sink.metrics), read by a strict parser."""
+"""outbox.export.prometheus: the text format from both sides (outbox status, sink.metrics), read by a strict parser."""
 import re
 import unittest
 
-from outbox import attempts, init_store, intake, mark_sent, operations, prometheus
-from outbox.cli_ops import render_status
-from outbox.errors import Conflict
-from sink import inbox, metrics, views
+from outbox.ops import attempts, operations
+from outbox import init_store, intake, mark_sent
+from outbox.export import prometheus
+from outbox.cli.ops import render_status
+from outbox.core.errors import Conflict
+from sink.core import inbox
+from sink import metrics, views
 from tests.support import TempDirTestCase, ev, parse_prometheus
 
 

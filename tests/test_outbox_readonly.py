@@ -1,4 +1,4 @@
-"""outbox.readonly: reading a kit DB without writing or creating any file.
+"""outbox.core.readonly: reading a kit DB without writing or creating any file.
 
 ReadOnlyDirectoryTest: read-only monitoring in a directory the operator
 cannot write, through real processes. status, evidence, pending and
@@ -19,8 +19,10 @@ import subprocess
 import sys
 import unittest
 
-from outbox import init_store, intake, intake_many, mark_sent, operations, pending, readonly, store
-from sink import inbox
+from outbox import init_store, intake, intake_many, mark_sent, pending
+from outbox.ops import operations
+from outbox.core import readonly, store
+from sink.core import inbox
 from tests.support import TempDirTestCase, ev, file_bytes, python_env, tree_listing
 
 

@@ -7,8 +7,9 @@ ends fails its test instead of hanging the suite.
 """
 import unittest
 
-from outbox import init_store, intake_many, operations, relay
-from outbox.errors import NoAnswer, UntrustedAck
+from outbox import init_store, intake_many
+from outbox.ops import operations, relay
+from outbox.core.errors import NoAnswer, UntrustedAck
 from tests.support import TempDirTestCase, run_relay
 
 EPS = 1e-9

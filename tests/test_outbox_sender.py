@@ -1,4 +1,4 @@
-"""outbox.sender against real loopback servers.
+"""outbox.core.sender against real loopback servers.
 
 Servers bind 127.0.0.1 (one test [::1]) port 0: LoopbackServer for well-formed HTTP, RawServer
 below for framing no HTTP library would write. The only patched socket calls
@@ -20,10 +20,10 @@ import unittest
 from unittest import mock
 
 from outbox import dispatch, init_store, intake, pending
-from outbox.errors import Conflict, DeliveryError, InvalidEvent, NoAnswer, UntrustedAck
-from outbox.event import canonical, digest
-from outbox.sender import MAX_ACK_BYTES, MAX_TIMEOUT, check_url, send_http
-from sink import inbox
+from outbox.core.errors import Conflict, DeliveryError, InvalidEvent, NoAnswer, UntrustedAck
+from outbox.core.event import canonical, digest
+from outbox.core.sender import MAX_ACK_BYTES, MAX_TIMEOUT, check_url, send_http
+from sink.core import inbox
 from sink.server import make_server
 from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, python_env, reply, wait_until
 
@@ -244,7 +244,7 @@ class NoProxyNoRedirectTest(SenderTestCase):
         trap = self.serve(ack_handler)
         server = self.serve(ack_handler)
         env = python_env(**{name: trap.url("") for name in self.PROXY_VARS})
-        code = "import sys; from outbox.sender import send_http; print(send_http(sys.argv[1], %r, timeout=5))" % EVENT
+        code = "import sys; from outbox.core.sender import send_http; print(send_http(sys.argv[1], %r, timeout=5))" % EVENT
         done = subprocess.run([PYTHON, "-c", code, server.url()], cwd=ROOT, env=env, timeout=DEADLINE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         self.assertEqual((done.returncode, done.stdout), (0, "True\n"), done.stderr)

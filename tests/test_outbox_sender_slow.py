@@ -1,4 +1,4 @@
-"""outbox.sender's timeout on the clock: a send that gets no answer ends at its timeout, whatever the server does.
+"""outbox.core.sender's timeout on the clock: a send that gets no answer ends at its timeout, whatever the server does.
 
 The server never answers, never accepts, or drips its answer one byte every
 0.1 s (so no single read ever waits long): the send must raise NoAnswer
@@ -11,7 +11,7 @@ import threading
 import time
 import unittest
 
-from outbox.errors import NoAnswer
+from outbox.core.errors import NoAnswer
 from tests.support import free_loopback_socket
 from tests.test_outbox_sender import DRIP_LIMIT, SenderTestCase, drip, read_request
 

@@ -1,4 +1,4 @@
-"""outbox.store, the source DB's guarantee: init_store, intake, intake_many, pending, mark_sent, on real SQLite files.
+"""outbox.core.store, the source DB's guarantee: init_store, intake, intake_many, pending, mark_sent, on real SQLite files.
 
 intake_many is one transaction for a batch, with intake's rules for every
 event in it.
@@ -9,8 +9,8 @@ import unittest
 from unittest import mock
 
 from outbox import Conflict, InvalidEvent, WrongDatabase, init_store, intake, intake_many, mark_sent, pending
-from outbox.operations import open_store_readonly, quarantine
-from outbox.store import PENDING_SQL
+from outbox.ops.operations import open_store_readonly, quarantine
+from outbox.core.store import PENDING_SQL
 from sink import init_sink
 from tests.support import TempDirTestCase, ev
 

@@ -1,4 +1,4 @@
-"""outbox.textfile: the relay's --metrics-file is replaced whole; a reader never sees a half-written one."""
+"""outbox.export.textfile: the relay's --metrics-file is replaced whole; a reader never sees a half-written one."""
 import json
 import os
 import threading

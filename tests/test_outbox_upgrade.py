@@ -1,4 +1,4 @@
-"""outbox.upgrade: an older source DB upgraded in place, in one transaction; a newer one refused unchanged.
+"""outbox.core.upgrade: an older source DB upgraded in place, in one transaction; a newer one refused unchanged.
 
 UpgradeTest builds release 1's file with the tests' own SQL
 (tests.support.build_v1). UpgradeFromOldReleasesTest takes files written by
@@ -15,8 +15,10 @@ import subprocess
 import sys
 import unittest
 
-from outbox import init_store, intake, mark_sent, operations, pending, store
-from outbox.errors import WrongDatabase
+from outbox import init_store, intake, mark_sent, pending
+from outbox.ops import operations
+from outbox.core import store
+from outbox.core.errors import WrongDatabase
 from tests import fixtures
 from tests.support import ROOT, TempDirTestCase, build_v1, ev, file_bytes, python_env, tree_listing
 
@@ -189,7 +191,7 @@ class UpgradeFromOldReleasesTest(TempDirTestCase):
         self.assertIn("5 attempt(s) so far, none refused: the relay sends it again", refused["reading"])
 
     def test_an_upgraded_file_has_the_schema_a_new_file_gets(self):
-        """outbox.upgrade's history and outbox.store.SCHEMA end alike: every table, column, index and constraint."""
+        """outbox.core.upgrade's history and outbox.core.store.SCHEMA end alike: every table, column, index and constraint."""
         def shape(path):
             con = sqlite3.connect(path)
             try:

@@ -6,9 +6,9 @@ import signal
 import socket
 import subprocess
 
-from outbox import store
-from outbox.cli_args import loopback_host_arg
-from outbox.sender import check_url
+from outbox.core import store
+from outbox.cli.args import loopback_host_arg
+from outbox.core.sender import check_url
 from sink import cli, faults, init_sink, receive
 from tests.support import (
     DEADLINE, EVENT, PYTHON, Child, TempDirTestCase, body_of, free_loopback_socket, post, python_env, request_bytes,
@@ -125,7 +125,8 @@ class ServeTest(CliTestCase):
 # Exception` catches ends a thread, as a bug or a foreign callable's sys.exit() would.
 STORE_DIES = """
 import sys
-from sink import cli, inbox
+from sink import cli
+from sink.core import inbox
 def receive_that_exits(con, event):
     sys.exit(3)  # a foreign receive that gives up: SystemExit on the store thread
 inbox.receive = receive_that_exits

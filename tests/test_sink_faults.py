@@ -9,7 +9,7 @@ import signal
 import textwrap
 import unittest
 
-from outbox.event import digest
+from outbox.core.event import digest
 from sink import faults
 from tests.support import (
     DEADLINE, EVENT, ServerTestCase, body_of, exchange, outcomes, post, request_bytes, snapshot, stock, wait_until,
@@ -98,7 +98,7 @@ class CrashTest(ServerTestCase):
         # A foreign, non-atomic receive: the inbox row and the inventory in two transactions.
         program = textwrap.dedent("""
             import sys, threading
-            from outbox import db
+            from outbox.core import db
             from sink import make_server
             def split_receive(con, event):
                 with db.transaction(con):

@@ -1,4 +1,4 @@
-"""sink.inbox: applied / duplicate / conflict, the rows each writes, atomicity, refusing foreign files, races.
+"""sink.core.inbox: applied / duplicate / conflict, the rows each writes, atomicity, refusing foreign files, races.
 
 RaceTest: several processes receive the same event ids at the same moment,
 still one application each. Each racer is a separate interpreter with its
@@ -23,10 +23,11 @@ import threading
 import time
 import unittest
 
-import outbox.errors
-from outbox import store
-from outbox.event import canonical, digest
-from sink import Conflict, InvalidEvent, WrongDatabase, inbox, init_sink, receive, views
+import outbox.core.errors
+from outbox.core import store
+from outbox.core.event import canonical, digest
+from sink import Conflict, InvalidEvent, WrongDatabase, init_sink, receive, views
+from sink.core import inbox
 from tests.support import DEADLINE, PYTHON, ROOT, Child, TempDirTestCase, copy_packages, ev, python_env
 
 
@@ -81,7 +82,7 @@ class ReceiveTest(StoreTestCase):
         inbox_before = self.con.execute("SELECT * FROM inbox").fetchall()
         with self.assertRaises(Conflict) as caught:
             receive(self.con, {"id": "e1", "sku": "apple", "qty": 4})
-        self.assertIs(Conflict, outbox.errors.Conflict)
+        self.assertIs(Conflict, outbox.core.errors.Conflict)
         self.assertIn("e1", str(caught.exception))
         self.assertFalse(self.con.in_transaction)
         self.assertEqual(self.con.execute("SELECT * FROM inbox").fetchall(), inbox_before)
@@ -305,8 +306,8 @@ def event(r, k):
     return {"id": "r%d-k%d" % (r, k), "sku": "s%d" % (k % 3), "qty": qty}
 
 if mode == "direct":
-    from outbox.errors import Conflict
-    from sink import inbox
+    from outbox.core.errors import Conflict
+    from sink.core import inbox
     con = inbox.init_sink(where)
 
     def deliver(ev):
@@ -364,11 +365,11 @@ def racer(root, args):
 
 def make_mutant(root, old, new):
     copy_packages(root, ("outbox", "sink"))
-    path = os.path.join(root, "sink", "inbox.py")
+    path = os.path.join(root, "sink", "core", "inbox.py")
     with open(path) as f:
         text = f.read()
     if text.count(old) != 1:
-        raise AssertionError("the mutant's anchor no longer occurs exactly once in sink/inbox.py")
+        raise AssertionError("the mutant's anchor no longer occurs exactly once in sink/core/inbox.py")
     with open(path, "w") as f:
         f.write(text.replace(old, new))
 

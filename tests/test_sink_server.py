@@ -29,8 +29,8 @@ import time
 from http import HTTPStatus
 from unittest import mock
 
-from outbox import store
-from outbox.event import digest
+from outbox.core import store
+from outbox.core.event import digest
 from sink import WrongDatabase, init_sink, make_server, receive
 from sink.server import MAX_BODY, ThreadDied
 from tests.support import (

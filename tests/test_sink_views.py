@@ -3,7 +3,7 @@ import os
 import sqlite3
 import unittest
 
-from outbox import store
+from outbox.core import store
 from sink import WrongDatabase, init_sink, receive, views
 from tests.support import TempDirTestCase
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from outbox.cli_args import Parser
+from outbox.cli.args import Parser
 
 from . import churn, framing_fuzz, matrix, points, soak
 

@@ -23,7 +23,8 @@ import re
 import sys
 import threading
 
-from outbox import DeliveryError, attempts, dispatch, init_store, intake, send_http
+from outbox import DeliveryError, dispatch, init_store, intake, send_http
+from outbox.ops import attempts
 from sink import receive
 from sink.server import make_server
 

@@ -21,7 +21,7 @@ import threading
 import time
 
 from outbox import send_http
-from outbox.errors import DeliveryError
+from outbox.core.errors import DeliveryError
 from tests.support import DEADLINE, Child, cpu_seconds, post
 
 SENDS = ("nothing", "one byte", "a trickled head", "half a body", "a head expecting 100-continue", "a whole request")

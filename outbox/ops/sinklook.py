@@ -4,13 +4,13 @@ The only module of the outbox package with SQL for a sink DB. It reads only
 what the grader's contract names, `inbox(event_id, ...)` and
 `deliveries(event_id, outcome, ...)`, so it also reads a foreign sink. It
 never writes (``mode=ro`` and ``query_only``), creates no file (see
-outbox.readonly), and never imports `sink`.
+outbox.core.readonly), and never imports `sink`.
 """
 import os
 import sqlite3
 
-from . import readonly
-from .errors import WrongDatabase
+from ..core import readonly
+from ..core.errors import WrongDatabase
 
 
 def open_sink_readonly(path):

@@ -203,7 +203,7 @@ def _bad_status(response, status, where):
 
 
 def _status_kind(status):
-    """The failure kind of an answer with `status` (outbox.failures): only a 5xx may pass on its own."""
+    """The failure kind of an answer with `status` (outbox.ops.failures): only a 5xx may pass on its own."""
     if status == 409:  # audit: G22
         return "conflict"
     if 500 <= status <= 599:

@@ -5,7 +5,7 @@ for a failure, and the one rule that splits them: transient (the sink did
 not answer, or answered 5xx) or permanent (it answered, and refused this
 item). It decides nothing else and touches no DB or socket.
 """
-from .errors import DeliveryError, NotAcknowledged
+from ..core.errors import DeliveryError, NotAcknowledged
 
 # kind -> what it means, in the words of the alert and `evidence`.
 KINDS = {

@@ -1,26 +1,28 @@
-"""`python -m outbox relay`: outbox.relay at the command line, with its signals, stderr lines and metrics file.
+"""`python -m outbox relay`: outbox.ops.relay at the command line, with its signals, stderr lines and metrics file.
 
 Owns what the loop must not know: the signal handlers (they only set a
 flag), the wording of the alert's next steps (they name the DB), and the
 node_exporter textfile the relay rewrites each round. The loop is
-outbox.relay; errors become exit statuses in outbox.cli.
+outbox.ops.relay; errors become exit statuses in outbox.cli.main.
 """
 import contextlib
 import os
 import signal
 import sys
 
-from . import failures, prometheus, relay, store, textfile
-from .cli_args import add_durability_flag, duration_arg, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
-from .errors import OutboxError
-from .sender import send_http
+from ..ops import failures, relay
+from ..export import prometheus, textfile
+from ..core import store
+from .args import add_durability_flag, duration_arg, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
+from ..core.errors import OutboxError
+from ..core.sender import send_http
 
 POLL = 0.5  # seconds between looks at an empty pending line
 EXIT_ALERT = 3
 
 
 def add_command(command):
-    """Add `relay` through `command(name, run, help)` (see outbox.cli)."""
+    """Add `relay` through `command(name, run, help)` (see outbox.cli.main)."""
     loop = command("relay", run_relay, "deliver continuously: dispatch batches with send_http; ride out a sink "
                    "that does not answer (retried for ever, capped backoff with full jitter); alert when the sink "
                    "refuses the head item; SIGTERM or Ctrl-C let the item in flight finish, then exit 0")

@@ -2,7 +2,7 @@
 
 Owns the loop around dispatch and nothing inside it: it never marks, skips
 or quarantines an item itself, and keeps the attempt records through
-dispatch's hooks (outbox.attempts). A transient failure (outbox.failures: no
+dispatch's hooks (outbox.ops.attempts). A transient failure (outbox.ops.failures: no
 answer, a 5xx) is retried for ever with capped, jittered backoff, or until
 `give_up_after`; a permanent one (the sink refused the head item) counts
 toward `max_attempts`, then the alert. It stops on a flag that only a signal
@@ -11,9 +11,10 @@ it prints nothing: its lines go to the caller's `say`.
 """
 import time
 
-from . import attempts, backoff, failures, operations, timestamps
-from .dispatch import dispatch
-from .errors import DeliveryError, NotAcknowledged, OutboxError
+from . import attempts, backoff, failures, operations
+from ..export import timestamps
+from ..core.dispatch import dispatch
+from ..core.errors import DeliveryError, NotAcknowledged, OutboxError
 
 SLICE = 0.05  # seconds: the longest a wait goes without looking at the stop flag
 PROGRESS_EVERY = 1.0  # seconds between progress lines, at most
@@ -48,7 +49,7 @@ class Tally:
     """What one relay did since it started: its progress lines and its metrics file read these.
 
     sent: items it marked sent; attempts: sends it started; failures: {kind:
-    count} of failed sends (outbox.failures.KINDS); last_success: Unix time of
+    count} of failed sends (outbox.ops.failures.KINDS); last_success: Unix time of
     its last round that ended without a failure (None before the first).
     """
 
@@ -83,7 +84,7 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     row, base_delay, max_delay); an ACK or a round without a failure starts
     that count again. A transient failure is retried for ever; with `give_up_after`
     (seconds), GaveUp once the sink has not answered for that long. Every
-    send is recorded through dispatch's hooks (outbox.attempts); a permanent
+    send is recorded through dispatch's hooks (outbox.ops.attempts); a permanent
     failure adds to the head's permanent_failures there, and when they reach
     `max_attempts`, HeadStuck (also at once, without a send, for a head that
     reached it before this run). `say(line)` gets one

@@ -1,10 +1,10 @@
 """Opening a kit database for writing, and the one way to write to it.
 
-Owns the connection settings shared by the source DB (outbox.store) and the
-sink DB (sink.inbox), the check that a file is ours before anything touches
+Owns the connection settings shared by the source DB (outbox.core.store) and the
+sink DB (sink.core.inbox), the check that a file is ours before anything touches
 it, and `transaction`, the visible block every write goes through. It knows
 no table of either side: each caller passes its own schema. Reading without
-writing is outbox.readonly; bringing an older file up to date, outbox.upgrade.
+writing is outbox.core.readonly; bringing an older file up to date, outbox.core.upgrade.
 """
 import contextlib
 import os

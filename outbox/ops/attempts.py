@@ -11,7 +11,8 @@ import functools
 import sqlite3
 import time
 
-from . import db, failures
+from ..core import db
+from . import failures
 
 MAX_ERROR_CHARS = 500
 
@@ -43,7 +44,7 @@ def record_attempt(con, event_id):
 def record_failure(con, event_id, error):
     """Keep why the last attempt of `event_id` failed: its kind, and one line of at most MAX_ERROR_CHARS characters.
 
-    The kind is outbox.failures.kind_of(error); a permanent one (the sink
+    The kind is outbox.ops.failures.kind_of(error); a permanent one (the sink
     refused this item) also adds one to `permanent_failures`, the count the
     relay's alert reads. A bookkeeping transaction, like record_attempt.
     """

@@ -3,7 +3,7 @@
 Owns the history of the source DB's schema: the tables release 1 created
 (SCHEMA_V1, which the tests also build old files with) and each step up
 since. They are frozen copies of what each release wrote, so some tables
-stand here as well as in outbox.store and outbox.history, which hold the
+stand here as well as in outbox.core.store and outbox.core.history, which hold the
 schema a new file gets: never edit a step, add one (a test checks that a new
 file and an upgraded one end with the same tables, columns and indexes).
 An upgrade is one transaction: a file ends fully upgraded or untouched.

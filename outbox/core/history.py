@@ -1,8 +1,8 @@
 """The operator's history tables of the source DB: their schema, and nothing else.
 
 One row per quarantine, per row that overtook a quarantined item, per retry;
-never deleted, not even by a purge. outbox.store gives a new file these
-tables, outbox.upgrade an older one; outbox.operations alone writes and
+never deleted, not even by a purge. outbox.core.store gives a new file these
+tables, outbox.core.upgrade an older one; outbox.ops.operations alone writes and
 reads them. No guarantee of delivery depends on them.
 """
 

@@ -2,11 +2,11 @@
 
 The edge where errors become one line on stderr and an exit status; the
 library below it raises and never prints or exits. Every argument is checked
-while parsing (outbox.cli_args), or by the command before it opens anything
+while parsing (outbox.cli.args), or by the command before it opens anything
 (UsageError), so a bad one opens, creates or upgrades no file and sends
 nothing; every connection a command opens is closed before it returns.
 The operator's commands (status, evidence, quarantined, quarantine, requeue,
-retry, purge, upgrade) live in outbox.cli_ops, the relay in outbox.cli_relay.
+retry, purge, upgrade) live in outbox.cli.ops, the relay in outbox.cli.relay.
 """
 import contextlib
 import json
@@ -14,12 +14,14 @@ import os
 import sqlite3
 import sys
 
-from . import attempts, cli_ops, operations, store
-from .cli_args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
-from .dispatch import dispatch
-from .errors import OutboxError
-from .event import validate_event
-from .sender import send_http
+from ..ops import attempts, operations
+from . import ops as cli_ops
+from ..core import store
+from .args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
+from ..core.dispatch import dispatch
+from ..core.errors import OutboxError
+from ..core.event import validate_event
+from ..core.sender import send_http
 
 PROG = "outbox"
 EXIT_OK = 0

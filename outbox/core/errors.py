@@ -32,7 +32,7 @@ class DeliveryError(OutboxError):
     The sink may or may not have applied the event: only a verified ACK is
     evidence, and the lack of one is not evidence of the opposite. `kind`
     names the failure for the relay and the attempt record (one of
-    outbox.failures.KINDS); a subclass sets its own, and `kind=` overrides it.
+    outbox.ops.failures.KINDS); a subclass sets its own, and `kind=` overrides it.
     """
 
     kind = "delivery-error"  # audit: G22

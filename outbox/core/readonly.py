@@ -1,9 +1,9 @@
 """Reading a kit database without writing or creating any file.
 
 Owns the one read-only URI of the kit (`readonly_uri`) and the connections
-opened through it: the source's read-only commands (outbox.operations), the
-publisher's view of a sink (outbox.sinkview), the sink's own (sink.views)
-and the look outbox.upgrade takes at a file before it upgrades it all open
+opened through it: the source's read-only commands (outbox.ops.operations), the
+publisher's view of a sink (outbox.ops.sinklook), the sink's own (sink.views)
+and the look outbox.core.upgrade takes at a file before it upgrades it all open
 here. Nothing here writes: ``mode=ro``, and ``query_only`` on top. (The
 grader observes a worker's DB with a reader of its own, grader.common.)
 """

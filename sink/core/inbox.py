@@ -7,9 +7,9 @@ DB (the ACK's digest, show, status, /metrics) is sink.views, which writes nothin
 
 import time
 
-from outbox import db
-from outbox.errors import Conflict
-from outbox.event import payload_digest, validate_and_serialise
+from outbox.core import db
+from outbox.core.errors import Conflict
+from outbox.core.event import payload_digest, validate_and_serialise
 
 APPLICATION_ID = 0x53494E4B  # "SINK": tells a sink DB from a source DB or any other file
 SCHEMA_VERSION = 1
@@ -50,7 +50,7 @@ def init_sink(path, durability="full"):
     connection is in explicit-transaction mode, WAL, synchronous=FULL, with a
     busy timeout; `durability="process"` gives synchronous=NORMAL instead (a
     receipt survives a killed process, not a power cut; see
-    outbox.db.DURABILITY), and any other value raises ValueError before the
+    outbox.core.db.DURABILITY), and any other value raises ValueError before the
     file is touched. A file that is not a sink DB of this kit (a source DB
     included) raises WrongDatabase and is left unchanged.
     """

@@ -4,7 +4,7 @@ The only place that decides when an outbox row becomes sent: after `send`
 returned exactly True for it, never before. It opens no connection and no
 socket: it reads the batch with store.pending and marks with store.mark_sent,
 and the network is the caller's `send`. No transaction is open while `send`
-runs. Bookkeeping is the caller's, through the hooks (outbox.attempts has them).
+runs. Bookkeeping is the caller's, through the hooks (outbox.ops.attempts has them).
 """
 from .errors import NotAcknowledged
 from .store import MAX_BATCH, mark_sent, pending

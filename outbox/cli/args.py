@@ -10,8 +10,9 @@ argparse's terms, so both command lines read every value alike.
 import argparse
 import re
 
-from . import db, operations, retention, store
-from .sender import check_timeout, check_url, loopback_host
+from ..core import db, store
+from ..ops import operations, retention
+from ..core.sender import check_timeout, check_url, loopback_host
 
 EXIT_USAGE = 2
 # A number as typed on a command line: ASCII digits, at most 9 of them (int()

@@ -4,8 +4,8 @@ The kernel's SQL, and nothing else: `intake` and `intake_many` write the
 order and outbox rows, `pending` reads the line in seq order, `mark_sent`
 sets one row's sent flag; each write is one visible transaction. It never
 sends, deletes or reorders anything. The operator's records (attempts,
-quarantines, retries, purges) are written by outbox.attempts and
-outbox.operations, in the columns marked so below and in outbox.history.
+quarantines, retries, purges) are written by outbox.ops.attempts and
+outbox.ops.operations, in the columns marked so below and in outbox.core.history.
 """
 import json
 import sqlite3
@@ -16,11 +16,11 @@ from .errors import Conflict, InvalidEvent
 from .event import validate_and_serialise, validate_event
 
 APPLICATION_ID = 0x4F424F58  # "OBOX": tells a source DB from a sink DB or any other file
-SCHEMA_VERSION = 3  # outbox.upgrade brings files of versions 1 and 2 up to it
+SCHEMA_VERSION = 3  # outbox.core.upgrade brings files of versions 1 and 2 up to it
 MAX_BATCH = 16
 
 # The orders and outbox tables; a new file gets them and the operator's
-# history tables (outbox.history), and outbox.upgrade brings an older file to
+# history tables (outbox.core.history), and outbox.core.upgrade brings an older file to
 # the same tables, columns and indexes.
 TABLES = (
     """CREATE TABLE orders (
@@ -31,10 +31,10 @@ TABLES = (
     )""",
     # AUTOINCREMENT: a seq is never reused, even after the row with the highest  # audit: G11
     # one is gone. Each intake gets a seq above every seq the file ever held,
-    # so seq order is intake order, but for `requeue` (outbox.operations): it
+    # so seq order is intake order, but for `requeue` (outbox.ops.operations): it
     # moves a quarantined item to the tail, with a new seq above all of them.
-    # The columns from `attempts` on are the operator's (outbox.attempts and
-    # outbox.operations); the kernel reads only quarantined_at, which leaves an
+    # The columns from `attempts` on are the operator's (outbox.ops.attempts and
+    # outbox.ops.operations); the kernel reads only quarantined_at, which leaves an
     # item out of the line. `sent` is 0 or 1: a quarantined row is not sent.
     """CREATE TABLE outbox (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -73,7 +73,7 @@ def init_store(path, durability="full"):
     commit survives a killed process, not a power cut; see db.DURABILITY), and
     any other value raises ValueError before the file is touched. A source DB
     of an earlier schema is upgraded in place first, in one transaction (see
-    outbox.upgrade); one of a newer schema, or a file that is not a source DB
+    outbox.core.upgrade); one of a newer schema, or a file that is not a source DB
     of this kit (a sink DB included), raises WrongDatabase and is left unchanged.
     """
     db.check_durability(durability)  # before the upgrade below can touch the file

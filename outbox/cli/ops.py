@@ -1,9 +1,9 @@
 """The operator's commands of `python -m outbox`: status, evidence, quarantined, quarantine, requeue, retry, purge, upgrade.
 
-Each command parses nothing itself (outbox.cli builds the parser and maps
+Each command parses nothing itself (outbox.cli.main builds the parser and maps
 errors to exit statuses), opens what it needs, closes it before it returns,
-and prints data on stdout. The relay's command is outbox.cli_relay, the
-argument types every command shares outbox.cli_args.
+and prints data on stdout. The relay's command is outbox.cli.relay, the
+argument types every command shares outbox.cli.args.
 """
 import contextlib
 import json
@@ -12,17 +12,19 @@ import sqlite3
 import sys
 import time
 
-from . import cli_relay, evidence, nagios, operations, prometheus, relay, retention, sinkview, store, timestamps
-from . import upgrade
-from .cli_args import UsageError, count_arg, duration_arg, positive_int, reason_arg
-from .errors import OutboxError
-from .event import loads_strict
+from . import relay as cli_relay
+from ..ops import evidence, operations, relay, retention, sinklook
+from ..export import nagios, prometheus, timestamps
+from ..core import store, upgrade
+from .args import UsageError, count_arg, duration_arg, positive_int, reason_arg
+from ..core.errors import OutboxError
+from ..core.event import loads_strict
 
 DEFAULT_MAX_AGE = "5m"  # status --check: CRITICAL once the oldest pending item waited longer
 
 
 def add_commands(command):
-    """Add the operator's sub-commands through `command(name, run, help)` (see outbox.cli)."""
+    """Add the operator's sub-commands through `command(name, run, help)` (see outbox.cli.main)."""
     status = command("status", run_status, "what to watch: pending, sent, quarantined, oldest pending age, the head "
                      "item and its attempts (read-only)")
     status.add_argument("--db", required=True, help="existing source DB")
@@ -142,7 +144,7 @@ def run_evidence(args):
         source = stack.enter_context(contextlib.closing(operations.open_store_readonly(args.db)))
         sink = None
         if args.sink is not None:
-            sink = stack.enter_context(contextlib.closing(sinkview.open_sink_readonly(args.sink)))
+            sink = stack.enter_context(contextlib.closing(sinklook.open_sink_readonly(args.sink)))
         ladder = evidence.gather(source, args.id, sink, max_attempts=args.max_attempts)
     if args.json:
         print(json.dumps(ladder, sort_keys=True))

@@ -8,9 +8,10 @@ it deletes are sent outbox rows an operator purges; the operator's history
 """
 import time
 
-from . import db, readonly, store, timestamps, upgrade
-from .errors import OutboxError
-from .event import canonical, validate_event
+from ..core import db, readonly, store, upgrade
+from ..export import timestamps
+from ..core.errors import OutboxError
+from ..core.event import canonical, validate_event
 
 MAX_REASON_CHARS = 500
 UPGRADE_COMMAND = "python -m outbox upgrade --db %s"
@@ -219,7 +220,7 @@ def head(con):
     """The first item of the pending line, or None. Read-only.
 
     A dict: id, seq, attempts, permanent_failures (the count the relay's alert
-    reads), last_error, last_error_kind (outbox.failures.KINDS, or None).
+    reads), last_error, last_error_kind (outbox.ops.failures.KINDS, or None).
     """
     row = con.execute(
         "SELECT event_id, seq, attempts, permanent_failures, last_error, last_error_kind FROM outbox "

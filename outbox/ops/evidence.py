@@ -1,14 +1,15 @@
 """The evidence ladder for one event id: each observation read on its own, then one reading.
 
 Owns how the observations are gathered (operations.observe for the source,
-sinkview for the sink) and the wording of the reading, which says what the
+sinklook for the sink) and the wording of the reading, which says what the
 relay will do with the item. It never writes, and no observation is
 inferred from another: a missing one is said to be missing.
 """
 import json
 
-from . import failures, operations, relay, sinkview, timestamps
-from .event import canonical, validate_event
+from . import failures, operations, relay, sinklook
+from ..export import timestamps
+from ..core.event import canonical, validate_event
 
 
 class UnknownId(LookupError):
@@ -30,8 +31,8 @@ def gather(source_con, event_id, sink_con=None, *, max_attempts=relay.DEFAULT_MA
                                              "last_error", "last_error_kind", "payload", "quarantine")}
     sink = None
     if sink_con is not None:
-        present, payload = sinkview.inbox_payload(sink_con, event_id)
-        outcomes = sinkview.delivery_outcomes(sink_con, event_id)
+        present, payload = sinklook.inbox_payload(sink_con, event_id)
+        outcomes = sinklook.delivery_outcomes(sink_con, event_id)
         matches = None
         if present and payload is not None and row is not None:
             matches = _same_event(payload, row["payload"])
