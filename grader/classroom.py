@@ -122,7 +122,19 @@ def run_check(grader, check, lang, context=None):
             "expected_message": expected, "observed_message": observed,
             "text": (render(expected, lang), render(observed, lang)),
             "seconds": round(time.monotonic() - started, 3), "traceback": error,
-            "output": dict(getattr(context, "output", None) or {"printed": 0, "dropped": 0})}
+            "output": dict(getattr(context, "output", None) or {"printed": 0, "dropped": 0}),
+            "worker": worker_evidence(context, status)}
+
+
+def worker_evidence(context, status):
+    """What the worker's own code showed in a failed check: its innermost frames, the last lines it printed.
+
+    Empty for a check that passed, or that failed without either. Raw: each is escaped where it is shown.
+    """
+    seen = getattr(context, "worker", None) or {}
+    if status != "fail":
+        return {"traceback": [], "printed": []}
+    return {"traceback": list(seen.get("traceback") or []), "printed": list(seen.get("printed") or [])}
 
 
 def not_compiling(check, error, lang):
@@ -131,7 +143,7 @@ def not_compiling(check, error, lang):
     return {"name": check.name, "status": "fail", "ok": False, "expected": render(expected, "en"),
             "observed": render(observed, "en"), "expected_message": expected, "observed_message": observed,
             "text": (render(expected, lang), render(observed, lang)), "seconds": 0.0, "traceback": None,
-            "output": {"printed": 0, "dropped": 0}}
+            "output": {"printed": 0, "dropped": 0}, "worker": {"traceback": [], "printed": []}}
 
 
 class Graded:
@@ -178,10 +190,13 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
     `on_tick()` at least every TICK seconds.
     """
     graded, futures, order = [], {}, {}
+    folders = collections.Counter(os.path.dirname(worker.path) for worker in workers)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
     try:
         for worker in workers:
-            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits)
+            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
+                            isolation=getattr(options, "isolation", "all"),
+                            shared_folder=folders[os.path.dirname(worker.path)] > 1, seed=options.seed)
             one = Graded(worker, grader, checks)
             graded.append(one)
             error = compile_error(worker.path)  # audit: G59, G60

@@ -17,17 +17,19 @@ import sys
 import time
 import traceback
 
-from . import __version__, contain, results
+from . import __version__, box, contain, results
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_class, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
-from .messages import LANGS, choose_lang, render, text
+from .corpus import DEFAULT_SEED
+from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES, POINTS
 from .render import evidence, gradescope, jsonfile, terminal
 from .render.terminal import display_width
 from .report import ReportFolder, atomic_write, load_shard, survey
 from .results import json_evidence  # noqa: F401 (the quiz's and tests')
+from .text import shown
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
@@ -177,10 +179,12 @@ def parse_args(argv, lang):
     options.add_argument("--gradescope", metavar="PATH", help=t("cli.help.gradescope"))
     options.add_argument("-v", "--verbose", action="store_true", help=t("cli.help.verbose"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
+    options.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
+    options.add_argument("--isolation", choices=("all", "off"), default="all", help=t("cli.help.isolation"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
     options.add_argument("--lang", choices=LANGS, default=lang, help=t("cli.help.lang", langs=", ".join(LANGS)))
@@ -468,9 +472,25 @@ def show_result(result, args):
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
+    for frame in result["worker"]["traceback"]:
+        print(text(lang, "report.frame", blank="", file=shown(frame["file"]), line=frame["line"],
+                   function=shown(frame["function"]), code=shown(frame["code"])))
+    for line in result["worker"]["printed"]:
+        print(text(lang, "report.printed", blank="", line=shown(line)))
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()
+
+
+def show_isolation(one, lang):
+    """The one line on the box the worker ran in (a class's is in each worker's JSON report)."""
+    isolation = one.grader.isolation()
+    on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
+          for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
+    off = [text(lang, "isolation.layer." + layer) for layer in sorted(isolation["off"])
+           if "isolation.layer." + layer in MESSAGES["en"]]
+    comma = text(lang, "isolation.comma")
+    print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
 
 
 def show_totals(one, result, args, seconds):
@@ -482,8 +502,11 @@ def show_totals(one, result, args, seconds):
     print("")
     if args.keep and one is not None:
         print(text(lang, "report.kept", path=one.grader.tmp))
+    if one is not None:
+        show_isolation(one, lang)
     print(text(lang, "report.points", points=result["points"], max_points=result["max_points"]))
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
+    print(text(lang, "report.seed", seed=result.get("seed")))
     if counts["error"]:  # the totals stay the last line: scripts and the docs read them there
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))

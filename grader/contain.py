@@ -21,6 +21,8 @@ import socket
 import sys
 import time
 
+from . import box
+
 try:
     import resource
 except ImportError:  # not POSIX: no limits (grade.py says so once)
@@ -385,6 +387,7 @@ def fork_step(request, fds, step, cpu, closing):
                 os.close(fd)
             PROTOCOL[:] = [fds[2]]
             enter_folder(request["folder"])
+            box.narrow(request["folder"])  # audit: G70
             if resource is not None:
                 set_limit(resource.RLIMIT_CPU, cpu, cpu + 1)  # a fork's CPU time starts from 0
             try:

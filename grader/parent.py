@@ -10,6 +10,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,9 +21,10 @@ import tempfile
 import threading
 import time
 
-from . import contain
+from . import box, contain
 from .capture import Capture, Lines, follow
 from .common import SNACK, Fail, expect, msg, read_only, wrong_class
+from .corpus import DEFAULT_SEED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(ROOT, "grade.py")
@@ -150,8 +152,9 @@ class Child:
 class Run:
     """What one child did: exit status, its protocol lines, the last line of its stderr, what it printed."""
 
-    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None):
+    def __init__(self, what, status, lines, stderr, timed_out=None, output=None, limits=None, printed=()):
         self.what = what  # a message: "publisher #1"
+        self.printed = list(printed)  # the last lines the worker printed in it (stdout, then stderr), unescaped
         self.status = status  # its exit status; -N if signal N ended it
         self.lines = lines
         self.stderr = stderr
@@ -180,6 +183,12 @@ class Run:
     def summary(self):
         """A message saying why this child did not do what it should have."""
         if self.timed_out is not None:
+            calls = self.all("call")
+            if calls and calls[-1].get("function") == "import":
+                return msg("run.import-timed-out", what=self.what, seconds="%g" % self.timed_out)
+            if calls and calls[-1].get("function"):
+                return msg("run.timed-out-in", what=self.what, seconds="%g" % self.timed_out,
+                           function=str(calls[-1].get("function")))
             return msg("run.timed-out", what=self.what, seconds="%g" % self.timed_out)
         limit = self.limit()
         if limit is not None:
@@ -233,12 +242,14 @@ class Grader:
     HOME and TMPDIR inside it), under `limits` (default_limits(timeout)).
     """
 
-    def __init__(self, impl, timeout, keep, limits=None):
+    def __init__(self, impl, timeout, keep, limits=None, isolation="all", shared_folder=False, seed=DEFAULT_SEED):
         self.impl = impl
+        self.seed = seed  # of every corpus: each step gets it, the report shows it
         self.timeout = timeout
         self.limits = limits or default_limits(timeout)
         self.protections_off = contain.protect_host()
         self.tmp = make_temp_dir()
+        self.box = box.plan(isolation, impl, self.tmp, shared_folder)  # the box its processes enter (box.py)
         self.keep = keep
         self.evidence = {}
         self.zygote = Zygote(self)
@@ -248,11 +259,18 @@ class Grader:
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)  # audit: G55
 
+    def isolation(self):
+        """The box the worker was imported in, as its zygote said before the import; else what it was to get."""
+        lines = self.zygote.child.lines.lines if self.zygote.child is not None else []
+        said = next((line for line in lines if line.get("kind") == "box"), None)
+        return box.shown(said["isolation"] if said else box.expected(self.box))
+
     def workdir(self, name):
         """The folder of check `name`: its DBs, and its steps' working directory, HOME and TMPDIR."""
         path = os.path.join(self.tmp, name)  # audit: G55
         for folder in (path, os.path.join(path, "home"), os.path.join(path, "tmp")):
             os.makedirs(folder, exist_ok=True)
+            box.own(folder, self.box)
         return path
 
     def env(self, **extra):
@@ -260,11 +278,12 @@ class Grader:
         env.pop("PYTHONPATH", None)
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ beside the worker
         env["MALLOC_ARENA_MAX"] = "2"  # glibc: fewer 64 MiB arenas reserved per thread under the address-space limit
+        env.update(box.env(self.box))
         env.update(extra)
         return env
 
     def args(self, role, needs, *args):
-        return [role, "--impl", self.impl, "--needs", ",".join(needs)] + list(args)
+        return [role, "--impl", self.impl, "--needs", ",".join(needs), "--seed", str(self.seed)] + list(args)
 
     def for_check(self, check):
         """What one check's scenario uses: this grader, with the worker functions that check needs."""
@@ -292,7 +311,8 @@ class Grader:
         timed_out = child.follow(lambda: deadline)
         status = child.finish()
         return Run(what, None if timed_out else status, child.lines.lines, child.err.last_line(),
-                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits)
+                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
+                   printed=printed_lines(child))
 
     @contextlib.contextmanager
     def sink(self, db, needs, fault=None, folder=None, output=None):
@@ -310,6 +330,25 @@ class Grader:
             if output is not None:
                 for key, value in handle.child.output().items():
                     output[key] += value
+
+
+PRINTED_LINES = 5  # the last lines of what a worker printed that a failure shows
+PRINTED_CHARS = 200  # of each
+DROPPED = re.compile(r"\[\.\.\. [0-9]+ bytes dropped \.\.\.\]")  # capture.Capture's mark, not the worker's
+
+
+def printed_lines(child):
+    """The last PRINTED_LINES lines the worker printed in `child` (its stdout, then its stderr), each cut short.
+
+    Not the grader's own report of an error on stderr (a traceback the child prints after its error line):
+    its frames are in the error line already, the worker's alone.
+    """
+    err = child.err.text()
+    if child.lines.lines and any(line.get("kind") == "error" for line in child.lines.lines):
+        err = err.rsplit("Traceback (most recent call last):", 1)[0]
+    lines = [line for text in (child.out.text(), err) for line in text.splitlines()
+             if line.strip() and not DROPPED.fullmatch(line)]
+    return [line[:PRINTED_CHARS] for line in lines[-PRINTED_LINES:]]
 
 
 class Zygote:
@@ -341,8 +380,11 @@ class Zygote:
         grader = self.grader
         ours, theirs = socket.socketpair()
         ready = threading.Event()
+        boxed = []
 
         def on_line(line):
+            if line.get("kind") == "box" and not boxed:
+                boxed.append(box.learn(line.get("isolation")))  # the first: written before the worker's import
             if line.get("kind") in ("ready", "verdict", "error", "limit"):
                 ready.set()
 
@@ -365,7 +407,8 @@ class Zygote:
         deadline = time.monotonic() + grader.timeout
         while not ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
             pass
-        if ready.is_set() and self.child.lines.lines[0].get("kind") == "ready":
+        kinds = [line.get("kind") for line in self.child.lines.lines if line.get("kind") not in ("call", "box")]
+        if ready.is_set() and kinds[:1] == ["ready"]:
             self.threads.append(threading.Thread(target=self._listen, daemon=True))
             self.threads[-1].start()
             return "ready"
@@ -510,6 +553,7 @@ class Unstarted:
 
     def __init__(self):
         self.out, self.err, self.lines = Capture(), Capture(), Lines()
+        self.lines.lines.append({"kind": "call", "function": "import"})  # it is the import that did not finish
         self.ended = threading.Event()
         self.ended.set()
 
@@ -537,7 +581,9 @@ class CheckContext:
     def __init__(self, grader, name, needs):
         self.grader, self.name, self.needs = grader, name, needs
         self.timeout = grader.timeout
+        self.seed = grader.seed
         self.output = {"printed": 0, "dropped": 0}  # what the worker printed in this check's steps, in all
+        self.worker = {"traceback": [], "printed": []}  # of its last step that raised or printed: shown if it fails
 
     def workdir(self):
         return self.grader.workdir(self.name)
@@ -549,6 +595,11 @@ class CheckContext:
         run = self.grader.run(what, role, self.needs, *args, env=env, folder=self.workdir())
         for key in self.output:
             self.output[key] += run.output[key]
+        error = run.first("error")
+        if error and error.get("frames"):
+            self.worker["traceback"] = error["frames"]
+        if run.printed:
+            self.worker["printed"] = run.printed
         return run
 
     def sink(self, db, fault=None):
@@ -621,8 +672,9 @@ class SinkProcess:
 class FakeSink:
     """A loopback HTTP server of the grader's own that answers with a fixed behaviour.
 
-    `answer(event_id) -> (status, headers, body bytes)`; `hits` lists every
-    request that reached it, whatever its path or method (a trap must see none).
+    `answer(event_id) -> (status, headers, body bytes)`, or the bytes of a whole response, written as they are
+    before the connection closes; `hits` lists every request that reached it, whatever its path or method (a
+    trap must see none).
     """
 
     def __init__(self, answer=None):
@@ -638,7 +690,12 @@ class FakeSink:
                     event_id = json.loads(body.decode("utf-8")).get("id")
                 except (ValueError, AttributeError):
                     event_id = None
-                status, headers, payload = answer(event_id) if answer else (502, [], b'{"error": "trap"}')
+                reply = answer(event_id) if answer else (502, [], b'{"error": "trap"}')
+                if isinstance(reply, bytes):
+                    self.close_connection = True
+                    self.wfile.write(reply)
+                    return
+                status, headers, payload = reply
                 self.send_response(status)
                 for name, value in headers:
                     self.send_header(name, value)
@@ -667,6 +724,17 @@ class FakeSink:
         self.server.shutdown()
         self.thread.join(5)
         self.server.server_close()
+
+
+class AnswerSink(FakeSink):
+    """A FakeSink that writes, for each event id of `answers`, those exact bytes, then closes the connection.
+
+    `answers` maps an event id to the raw HTTP response for it (grader.corpus.acks.raw_answer); an id it
+    does not know gets a 502. The ACK corpus uses it: one server for every case, told apart by the id.
+    """
+
+    def __init__(self, answers):
+        super().__init__(lambda event_id: answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
 
 
 TRICKLE_INTERVAL = 0.2  # seconds between two bytes of the trickled answer

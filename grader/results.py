@@ -53,8 +53,9 @@ def worker_result(graded, points=POINTS, debug=False):
               "errors": counts["error"], "total": len(checks), "seconds": round(graded.seconds, 3), "checks": checks,
               "points": sum(c["points"] for c in checks), "max_points": sum(c["max_points"] for c in checks),
               "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
-              "schema": SCHEMA, "name": graded.worker.name, "limits": dict(grader.limits._asdict()),  # audit: G61
-              "protections_off": list(grader.protections_off), "import_output": grader.zygote.output(),
+              "schema": SCHEMA, "name": graded.worker.name, "seed": grader.seed,
+              "limits": dict(grader.limits._asdict()), "protections_off": list(grader.protections_off),  # audit: G61
+              "import_output": grader.zygote.output(), "isolation": grader.isolation(),
               "sha256": digest(graded.worker.path)}
     report["reason"] = first_reason(report)
     return report

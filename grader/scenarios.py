@@ -12,13 +12,30 @@ import os
 import urllib.parse
 
 from .common import INTAKE_CRASH, PUBLISHER_CRASH, SINK_CRASH, SNACK, Fail, describe, expect, msg, wrong_class
+from .corpus import acks as ack_corpus
+from .corpus import checks as corpus_checks
 from .parent import (
-    FakeSink, TrickleSink, ack_body, acks, delivery_error, need_ok, observe_sink, observe_source, payload_event,
+    AnswerSink, FakeSink, TrickleSink, ack_body, acks, delivery_error, need_ok, observe_sink, observe_source, payload_event,
 )
 
 
 def who(role, **fields):
     return msg("who." + role, **fields)
+
+
+def seen_source(state):
+    """What the grader read of snack-7 in a source DB, in words (never the dict it was read into)."""
+    if "error" in state:
+        return state["error"]
+    return msg("atomic.rows", order=msg("present" if state["order"] else "absent"), outbox=state["outbox"])
+
+
+def seen_sink(state):
+    """What the grader read of snack-7 in a sink DB, in words."""
+    if "error" in state:
+        return state["error"]
+    return msg("receive.rows", inbox=msg("present" if state["inbox"] else "absent"), deliveries=state["deliveries"],
+               inventory=state["inventory"])
 
 
 def phase(run, n):
@@ -37,7 +54,7 @@ def scenario_crash_after_ack(g):
     story = g.story(source, sink_db)
     need_ok(g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK])))
     row = story.observe(msg("phase.intake"))
-    expect(row["order"] and row["outbox"] == "pending", msg("crash.taken-in"), msg("plain", text=repr(row)))
+    expect(row["order"] and row["outbox"] == "pending", msg("crash.taken-in"), seen_source(row))
     with g.sink(sink_db) as sink:
         first = g.run(who("publisher-n", n=1), "publish", "--db", source, "--url", sink.url, "--crash-after-ack")
         row = story.observe(phase(first, 1), ack=acks(first))
@@ -114,15 +131,27 @@ def scenario_untrusted_ack(g):
         cases.append(("redirect", lambda event_id: (302, [("Location", trap.url())], b"")))
         fakes = [(name, stack.enter_context(FakeSink(answer))) for name, answer in cases]
         acks = [(name, stack.enter_context(FakeSink(answer)), verified) for name, answer, verified in ACK_CASES]
-        # Each publisher has a source DB of its own, and the sender only its fake sinks: all run side by side.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(fakes) + 1) as pool:
+        # The ACK corpus: one sink that answers each case's event id with that case's bytes.
+        corpus = ack_corpus.cases(g.seed)
+        answering = stack.enter_context(AnswerSink({c.args[0]["id"]: ack_corpus.raw_answer(c.extra) for c in corpus}))
+        # Each publisher has a source DB of its own, and the senders only their fake sinks: all run side by side.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(fakes) + 1 + ACK_PARTS) as pool:
             sent = pool.submit(g.run, who("sender"), "send", "--send-timeout", "2",
                                "--urls", json.dumps([fake.url() for _, fake, _ in acks]))
+            answered = [pool.submit(g.run, who("sender"), "send", "--corpus", "acks", "--url", answering.url(),
+                                    "--part", str(part), "--parts", str(ACK_PARTS)) for part in range(ACK_PARTS)]
             runs = [pool.submit(untrusted_publisher, g, work, name, fake) for name, fake in fakes]
             reasons = dict(run.result() for run in runs)
             judge_acks(sent.result(), acks)
+            answered = [run.result() for run in answered]
+            outcomes = {line["n"]: line["outcome"] for run in answered for line in run.all("outcome")}
+            unfinished = next((run.summary() for run in answered if run.status != 0), None)
+            corpus_checks.judge_acks(outcomes, g.seed, unfinished)
         expect(not trap.hits, msg("untrusted.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
     return msg("untrusted-ack.passed"), msg("untrusted.observed", **reasons)
+
+
+ACK_PARTS = 4  # senders of the ACK corpus, side by side: each case is a round trip, slow on a loaded machine
 
 
 def untrusted_publisher(g, work, name, fake):
@@ -136,9 +165,22 @@ def untrusted_publisher(g, work, name, fake):
     error = delivery_error(run, msg("untrusted.fails", case=msg("case." + name)))
     state = observe_source(source, SNACK["id"])
     expect(state.get("outbox") == "pending", msg("untrusted.pending", case=msg("case." + name)),
-           msg("plain", text=repr(state)))
-    # The reason, without the "POST <url> for 'snack-7': " every message starts with, keyed for untrusted.observed.
-    return name.replace("-", "_"), "%s: %s" % (error["type"], error["message"].split("': ", 1)[-1])
+           seen_source(state))
+    return name.replace("-", "_"), reason(error)
+
+
+def reason(error):
+    """`Type: message` of a publisher's error, without the kit's "POST <url> for 'snack-7': " prefix if it has one.
+
+    The class named once (describe() already starts with it), and nothing cut from a message of another shape.
+    """
+    text = error["message"]
+    prefix = error["type"] + ": "
+    body = text[len(prefix):] if text.startswith(prefix) else text
+    kit = "POST %s for %r: " % (body.split(" ", 2)[1], SNACK["id"]) if body.startswith("POST ") and " " in body[5:] else None
+    if kit and body.startswith(kit):
+        body = body[len(kit):]
+    return prefix + body
 
 
 def judge_acks(run, acks):
@@ -165,7 +207,7 @@ def scenario_proxy_ignored(g):
         need_ok(run)
         expect(len(sink.hits) == 1, msg("proxy.direct"), msg("sink.saw", hits=repr(sink.hits)))
     state = observe_source(source, SNACK["id"])
-    expect(state.get("outbox") == "sent", msg("proxy.sent"), msg("plain", text=repr(state)))
+    expect(state.get("outbox") == "sent", msg("proxy.sent"), seen_source(state))
     return msg("proxy-ignored.passed"), msg("proxy.observed")
 
 
@@ -195,11 +237,11 @@ def scenario_conflict(g):
         status, body = post(sink.url, other, g.timeout)
     expect(status == 409, msg("conflict.409"), msg("status-body", status=status, body=body))
     snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
-    expect(snk.get("inventory") == 7, msg("conflict.inventory"), msg("plain", text=repr(snk)))
+    expect(snk.get("inventory") == 7, msg("conflict.inventory"), seen_sink(snk))
     src = observe_source(source, SNACK["id"])
     expect("error" not in src, msg("db.readable"), src.get("error"))
     expect(src["outbox"] == "pending" and payload_event(src["payload"]).get("qty") == 9, msg("conflict.outbox-untouched"),
-           msg("plain", text=repr(src)))
+           seen_source(src))
     return msg("conflict.passed"), msg("conflict.observed", body=body.strip()[:80], deliveries=snk.get("deliveries"))
 
 
@@ -266,7 +308,7 @@ def receive_crash(g, work, fault, whole):
     with g.sink(sink_db) as sink:
         need_ok(g.run(who("publisher-restarted"), "publish", "--db", source, "--url", sink.url))
     snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
-    expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), msg("plain", text=repr(snk)))
+    expect(snk.get("inventory") == 7, msg("receive.restarted", fault=fault), seen_sink(snk))
     return snk["deliveries"]
 
 
@@ -280,5 +322,10 @@ def in_process(function):
             return verdict["expected"], verdict["observed"]
         if verdict and not verdict["ok"]:
             raise Fail(verdict["expected"], verdict["observed"])
+        error = run.first("error")
+        if error and error.get("function") and run.timed_out is None:
+            # A worker function raised on one of this check's cases: name it, the call, and the rule, first.
+            raise Fail(msg("check.raised", function=error["function"], call=error.get("call") or error["function"],
+                           rule=msg("proves." + g.name)), run.summary())
         raise Fail(msg("check.runs", name=g.name), run.summary())
     return scenario

@@ -269,7 +269,8 @@ MUTANTS = (
              "    except ZeroDivisionError:\n        raise\n")],
            "wrongdb.refused-text"),
     mutant("the look reads the main file only (immutable=1)", "wrong-database", "outbox/core/db.py",
-           [("import sqlite3\n", "import sqlite3\nimport urllib.parse\n"),
+           [("connect(\"file:%s?mode=ro\" % urllib.parse.quote(os.path.abspath(path)), uri=True)",
+             "connect(\"file:%s?immutable=1\" % urllib.parse.quote(os.path.abspath(path)), uri=True)"),
             ("    is_new = look(con, path, application_id=application_id, version=version, kind=kind)\n",
              "    peek = sqlite3.connect(\"file:%s?immutable=1\" % urllib.parse.quote(os.path.abspath(path)), uri=True)\n"
              "    try:\n"
@@ -286,6 +287,100 @@ MUTANTS = (
            [("    mode = con.execute(\"PRAGMA journal_mode = WAL\").fetchone()[0]\n", "    mode = \"wal\"\n")], "durable.wal"),
     mutant("synchronous=OFF", "durability", "outbox/core/db.py",
            [("\"full\": \"PRAGMA synchronous = FULL\"", "\"full\": \"PRAGMA synchronous = OFF\"")], "durable.full"),
+)
+# Issue 24: the families of one-rule mistakes that passed 3.0.0, two or more mutants each, every second one
+# written from the rule's text rather than from the first.
+MUTANTS += (
+    # The URL rule's spellings (corpus: grader/corpus/urls.py).
+    mutant("a short port with a leading zero accepted", "url-rule", "outbox/core/sender.py",
+           [("_PORT = re.compile(r\"[1-9][0-9]{0,4}\")", "_PORT = re.compile(r\"(?=[0-9]*[1-9])[0-9]{1,5}\")")],
+           "url.refused", "127.0.0.1:01/events"),
+    mutant("another spelling of the IPv6 loopback accepted", "url-rule", "outbox/core/sender.py",
+           [("    if text in (\"[::1]\", \"::1\"):\n",
+             "    if text.startswith(\"[\") and text[1:-1].replace(\"0\", \"\").strip(\":\") == \"1\":\n")],
+           "url.refused", "[0:0:0:0:0:0:0:1]"),
+    mutant("trailing whitespace stripped from the URL", "url-rule", "outbox/core/sender.py",
+           [("    # Printable ASCII only, checked first: it also makes lower() below plain ASCII.\n",
+             "    url = url.strip()\n")],
+           "url.refused", "/events '"),
+    mutant("a host that begins with localhost taken", "url-rule", "outbox/core/sender.py",
+           [("    if text.lower() == \"localhost\":\n", "    if text.lower().startswith(\"localhost\"):\n")],
+           "url.refused", "localhost.example"),
+    # The ACK's exactness (corpus: grader/corpus/acks.py).
+    mutant("an \"ack\" equal to true accepted (1, 1.0)", "untrusted-ack", "outbox/core/sender.py",
+           [("    elif ack[\"ack\"] is not True:\n", "    elif ack[\"ack\"] != True:  # noqa: E712\n")],
+           "corpus.rule-ack", "\"ack\": 1,"),
+    mutant("the ACK's id compared loosely", "untrusted-ack", "outbox/core/sender.py",
+           [("    elif ack[\"id\"] != event_id:\n", "    elif str(ack[\"id\"]).strip().lower() != event_id.lower():\n")],
+           "corpus.rule-ack", "\"id\": \"ACK-"),
+    mutant("a body over 4 KiB accepted when its size is not announced", "untrusted-ack", "outbox/core/sender.py",
+           [("response.read(MAX_ACK_BYTES + 1)", "response.read()"),
+            ("    if len(body) > MAX_ACK_BYTES:\n", "    if declared is not None and len(body) > MAX_ACK_BYTES:\n")],
+           "corpus.rule-ack", "no Content-Length"),
+    # The SQL: ids matched by a pattern or without case (corpus: grader/corpus/marks.py), a seq that is not the
+    # row's, an order by another clock.
+    mutant("mark_sent matches the id with LIKE", "mark-sent", "outbox/core/store.py",
+           [("sent_at = ? WHERE event_id = ? AND sent = 0\",", "sent_at = ? WHERE event_id LIKE ? AND sent = 0\","),
+            ("\"SELECT 1 FROM outbox WHERE event_id = ?\"", "\"SELECT 1 FROM outbox WHERE event_id LIKE ?\"")],
+           "corpus.rule-mark", "'%'"),
+    mutant("mark_sent compares ids without letter case", "mark-sent", "outbox/core/store.py",
+           [("sent_at = ? WHERE event_id = ? AND sent = 0\",", "sent_at = ? WHERE event_id = ? COLLATE NOCASE AND sent = 0\","),
+            ("\"SELECT 1 FROM outbox WHERE event_id = ?\"", "\"SELECT 1 FROM outbox WHERE event_id = ? COLLATE NOCASE\"")],
+           "corpus.rule-mark", "'A_B'"),
+    mutant("intake returns a count of the outbox, not the seq", "seq-order", "outbox/core/store.py",
+           [("            (event[\"id\"], payload, now),\n        )\n        return cur.lastrowid\n",
+             "            (event[\"id\"], payload, now),\n        )\n"
+             "        return con.execute(\"SELECT count(*) FROM outbox\").fetchone()[0]\n")],
+           "seq.returned-after-delete"),
+    mutant("intake returns the order row's rowid", "seq-order", "outbox/core/store.py",
+           [("            con.execute(\n                \"INSERT INTO orders (id, sku, qty, created_at)",
+             "            order = con.execute(\n                \"INSERT INTO orders (id, sku, qty, created_at)"),
+            ("            (event[\"id\"], payload, now),\n        )\n        return cur.lastrowid\n",
+             "            (event[\"id\"], payload, now),\n        )\n        return order.lastrowid\n")],
+           "seq.returned-after-delete"),
+    mutant("order by a monotonic clock", "seq-order", "outbox/core/store.py",
+           [("        now = time.time()\n", "        now = time.monotonic()\n"),
+            ("ORDER BY seq LIMIT ?\"", "ORDER BY created_at LIMIT ?\"")], "seq.order"),
+    mutant("order by time.perf_counter()", "seq-order", "outbox/core/store.py",
+           [("        now = time.time()\n", "        now = time.perf_counter()\n"),
+            ("ORDER BY seq LIMIT ?\"", "ORDER BY created_at, event_id LIMIT ?\"")], "seq.order"),
+    # The delivery loop: one commit per item, after_delivery's error, the default limit.
+    mutant("marks committed once per batch", "no-lock-during-send", "outbox/core/dispatch.py",
+           [("        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
+             "        if not con.in_transaction:\n            con.execute(\"BEGIN IMMEDIATE\")\n"
+             "        if con.execute(\"UPDATE outbox SET sent = 1 WHERE event_id = ? AND sent = 0\", (selected[\"id\"],)).rowcount:\n"
+             "            marked += 1\n"),
+            ("    return marked\n", "    if con.in_transaction:\n        con.execute(\"COMMIT\")\n    return marked\n")],
+           "lock.each-committed"),
+    mutant("items marked after the whole batch is sent", "no-lock-during-send", "outbox/core/dispatch.py",
+           [("    marked = 0\n", "    marked = 0\n    acked = []\n"),
+            ("        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n    return marked\n",
+             "        acked.append(selected[\"id\"])\n    for event_id in acked:\n"
+             "        if mark_sent(con, event_id):\n            marked += 1\n    return marked\n")],
+           "lock.each-committed"),
+    mutant("after_delivery's error swallowed", "stop-on-first-failure", "outbox/core/dispatch.py",
+           [("            after_delivery(dict(selected))\n",
+             "            try:\n                after_delivery(dict(selected))\n            except Exception:\n                pass\n")],
+           "stop.after-error-out"),
+    mutant("marked even when after_delivery raises", "stop-on-first-failure", "outbox/core/dispatch.py",
+           [("        if after_delivery is not None:\n            after_delivery(dict(selected))\n"
+             "        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
+             "        try:\n            if after_delivery is not None:\n                after_delivery(dict(selected))\n"
+             "        finally:\n            if mark_sent(con, selected[\"id\"]):\n                marked += 1\n")],
+           "stop.after-pending"),
+    mutant("a default limit of 10", "batch-limit", "outbox/core/dispatch.py",
+           [("def dispatch(con, send, limit=MAX_BATCH, *,", "def dispatch(con, send, limit=10, *,")], "batch.default"),
+    mutant("one item per call by default", "batch-limit", "outbox/core/dispatch.py",
+           [("def dispatch(con, send, limit=MAX_BATCH, *,", "def dispatch(con, send, limit=1, *,")], "batch.default"),
+    # The store: a look at a foreign file that changes it.
+    mutant("the look through a read-write connection", "wrong-database", "outbox/core/db.py",
+           [("connect(\"file:%s?mode=ro\" % urllib.parse.quote(os.path.abspath(path)), uri=True)", "connect(path)")],
+           "wrongdb.refused-killed"),
+    mutant("a -wal without its -shm deleted as a leftover", "wrong-database", "outbox/core/db.py",
+           [("        with contextlib.closing(connect(\"file:%s?mode=ro\"",
+             "        if os.path.exists(path + \"-wal\") and not os.path.exists(path + \"-shm\"):\n"
+             "            os.remove(path + \"-wal\")\n        with contextlib.closing(connect(\"file:%s?mode=ro\"")],
+           "wrongdb.refused-killed"),
 )
 BY_MISTAKE = {m.mistake: m for m in MUTANTS}
 

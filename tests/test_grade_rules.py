@@ -19,10 +19,17 @@ from tests.grade_mutants import grade
 from tests.support import ROOT
 
 sys.path.insert(0, ROOT)
+from grader import corpus  # noqa: E402
+from grader.corpus import acks, events, marks, urls  # noqa: E402
 from grader.registry import NAMES  # noqa: E402
 
 MARKER = re.compile(r"<!-- rule: ([A-Z][0-9]+(?:, [A-Z][0-9]+)*) -->")
-ROW = re.compile(r"^\| ([A-Z][0-9]+) \| (.+?) \| (.+?) \| `([a-z-]+)` \| (.+) \|$", re.M)
+ROW = re.compile(r"^\| ([A-Z][0-9]+) \| (.+?) \| (.+?) \| `([a-z-]+)` \| (.+) \| (.+?) \|$", re.M)
+# How a row's check covers its rule: a corpus (its family, its size, the classes of input it probes) or a scenario.
+CORPUS = re.compile(r"(?:corpus `(\w+)` of (\d+) cases, classes: |コーパス `(\w+)`（(\d+)件、分類: )(.+?)）?$")
+SCENARIO = ("scenario: ", "シナリオ: ")
+FAMILIES = {"events": (events, "validate-event"), "urls": (urls, "url-rule"), "acks": (acks, "untrusted-ack"),
+            "marks": (marks, "mark-sent")}
 INDEPENDENT = os.path.join(ROOT, "tests", "workers", "independent.py")
 # The one sentence on the callbacks' copies, in the same words wherever a worker reads about dispatch.
 COPIES = ("`send` and `after_delivery` each get a copy of their own of the selected event (a new dict with "
@@ -38,7 +45,20 @@ def read(*parts):
 
 def table(text):
     """[(rule id, check, [mutants])] from a rules table."""
-    return [(rule, check, re.findall(r"`([^`]+)`", mutants)) for rule, _, _, check, mutants in ROW.findall(text)]
+    return [(rule, check, re.findall(r"`([^`]+)`", mutants)) for rule, _, _, check, mutants, _ in ROW.findall(text)]
+
+
+def coverage(text):
+    """{rule id: (family, size, [classes])} for the rows a corpus covers, {rule id: None} for the scenarios."""
+    found = {}
+    for rule, _, _, _, _, cover in ROW.findall(text):
+        match = CORPUS.match(cover)
+        if match:
+            family, size = match.group(1) or match.group(3), int(match.group(2) or match.group(4))
+            found[rule] = (family, size, re.findall(r"`([a-z0-9-]+)`", match.group(5)))
+        else:
+            found[rule] = None if cover.startswith(SCENARIO) and len(cover) > 20 else cover
+    return found
 
 
 def markers(text):
@@ -104,6 +124,27 @@ class RulesTableTest(unittest.TestCase):
 
     def test_the_japanese_table_has_the_same_rows(self):
         self.assertEqual(table(read("docs", "rules.ja.md")), self.rules)
+        self.assertEqual(coverage(read("docs", "rules.ja.md")), coverage(read("docs", "rules.md")))
+
+    def test_every_row_says_how_its_check_covers_it_and_the_corpora_are_as_large_as_it_says(self):
+        covered = coverage(read("docs", "rules.md"))
+        checks = dict((rule, check) for rule, check, _ in self.rules)
+        self.assertEqual(sorted(covered), sorted(checks))
+        claimed = {}
+        for rule, cover in covered.items():
+            with self.subTest(rule=rule):
+                self.assertFalse(isinstance(cover, str), "neither a corpus nor a scenario: %r" % (cover,))
+                if cover is None:
+                    continue
+                family, size, classes = cover
+                module, check = FAMILIES[family]
+                self.assertEqual(checks[rule], check, "the corpus runs in another check")
+                self.assertEqual(size, len(module.cases(corpus.DEFAULT_SEED)))
+                self.assertTrue(classes)
+                self.assertEqual(sorted(set(classes) - set(module.CLASSES)), [], "classes the corpus does not have")
+                claimed.setdefault(family, set()).update(classes)
+        for family, (module, _) in FAMILIES.items():
+            self.assertEqual(sorted(set(module.CLASSES) - claimed.get(family, set())), [], "classes no row names")
 
     def test_the_callbacks_copies_in_the_same_words_in_readme_lab_and_stubs(self):
         for sentence, places in ((COPIES, (("docs", "participants.md"), ("docs", "lab.md"), ("examples", "worker_stub.py"))),

@@ -100,7 +100,8 @@ class MixedClassTest(unittest.TestCase):
                 self.assertEqual([c["name"] for c in checks], CHECKS)
                 self.assertEqual([c["name"] for c in checks if not c["ok"]], failing)
                 self.assertEqual([c["status"] for c in checks if c["status"] == "error"], [])
-        self.assertRegex(verdicts(self.worker("frank"))["mark-sent"][2], r"timed out after 2 s \(killed\)$")
+        self.assertRegex(verdicts(self.worker("frank"))["mark-sent"][2],
+                         r"timed out after 2 s \(killed\): your init_store did not return$")
         self.assertRegex(verdicts(self.worker("grace"))["seq-order"][2], r"^line 1: SyntaxError: ")
         self.assertIn("import failed: ModuleNotFoundError: No module named 'no_such_module_anywhere'",
                       verdicts(self.worker("ivan"))["exact-ack"][2])
@@ -433,10 +434,12 @@ class SchemaValidatorTest(unittest.TestCase):
                  "expected_message": message, "observed_message": message, "output": {"printed": 0, "dropped": 0},
                  "rules": ["P1"], "points": 4, "max_points": 4}
         report = {"schema": 2, "version": "4.0.0", "name": "w", "impl": "/w.py", "passed": 1, "failed": 0, "errors": 0,
-                  "seconds": 1.0, "checks": [check], "evidence": {}, "kept": None, "protections_off": [],
+                  "seconds": 1.0, "checks": [check], "evidence": {}, "kept": None, "seed": 24, "protections_off": [],
                   "limits": {"memory_mib": 1024, "file_mib": 64, "cpu_seconds": 12},
-                  "import_output": {"printed": 0, "dropped": 0}, "total": 1, "points": 4, "max_points": 4,
-                  "sha256": "0" * 64, "reason": None}
+                  "import_output": {"printed": 0, "dropped": 0},
+                  "isolation": {"landlock": 7, "seccomp": True, "namespaces": False, "uid": False,
+                                "off": {"namespaces": "refused"}},
+                  "total": 1, "points": 4, "max_points": 4, "sha256": "0" * 64, "reason": None}
         self.assertEqual(errors(report, SCHEMA), [])
         broken = (
             (dict(report, passed=-1), "$.passed"),
@@ -444,6 +447,7 @@ class SchemaValidatorTest(unittest.TestCase):
             (dict(report, sha256="abc"), "$.sha256"),
             (dict(report, reason="a string"), "$.reason"),
             (dict(report, extra=True), "$.extra: not allowed"),
+            (dict(report, isolation=dict(report["isolation"], landlock="7")), "$.isolation.landlock"),
             (dict(report, checks=[dict(check, status="skipped")]), "$.checks[0].status"),
             (dict(report, checks=[dict(check, ok="yes")]), "$.checks[0].ok"),
             ({k: v for k, v in report.items() if k != "limits"}, "'limits' is missing"),

@@ -90,11 +90,18 @@ TESTED_ELSEWHERE = {
     "sink/storethread.py": (("test_sink_server",), "the server's store thread, its calls and its death, "
                             "through the server"),
     "grader/__init__.py": (("test_grade",), "the grader's version"),
+    "grader/corpus/__init__.py": (("test_grader_corpus", "test_grader_corpus_events"),
+                                  "the outcomes and the comparison every corpus shares"),
+    "grader/corpus/checks.py": (("test_grade", "test_grade_mutants_1"), "the corpora run by the checks, on the kit "
+                                "and on its mutants"),
     "grader/child.py": (("test_grade", "test_grade_mutants_1"), "every check's child side, run on the kit and on "
                         "each mutant"),
     "grader/parent.py": (("test_grade", "test_grader_contain"), "the parent's machinery, under every check"),
     "grader/scenarios.py": (("test_grade", "test_grade_mutants_1"), "the multi-process checks, run on the kit "
                             "and on each mutant"),
+    "grader/landlock.py": (("test_grader_box",), "one layer of the box, shown working from inside a boxed process"),
+    "grader/seccomp.py": (("test_grader_box",), "one layer of the box, shown working from inside a boxed process"),
+    "grader/namespaces.py": (("test_grader_box",), "one layer of the box, shown working from inside a boxed process"),
     "grader/report.py": (("test_grader_classroom",), "every file of --report DIR, read the way its consumer "
                          "reads it"),
     "grader/quiz_questions.py": (("test_grader_quiz", "test_grader_messages_ja"), "the quiz's questions, data"),
@@ -122,6 +129,7 @@ ABOUT_SEVERAL = {
     "test_grade_mutants_1": "grade.py against mutants of the whole kit, a third of them each",
     "test_grade_mutants_2": "grade.py against mutants of the whole kit, a third of them each",
     "test_grade_mutants_3": "grade.py against mutants of the whole kit, a third of them each",
+    "test_grader_corpus": "grader/corpus as a whole: its outcomes, and the seeds and classes of every family",
     "test_grader_teacher": "the teacher's report: summary, student pages, points, Gradescope, partial, resumed, sharded runs",
     "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",
     "test_layout": "the architecture the module docstrings state, and this layout of the tests",

@@ -98,3 +98,11 @@ def evidence_html(worker, lang):
             parts.append("<tr>%s</tr>\n" % "".join("<%s>%s</%s>" % (tag, e(v), tag) for v in row))
         parts.append("</table>\n")
     return parts
+
+
+def worker_lines(check, lang):
+    """The worker's own frames and last printed lines of a failed check, as lines of text in `lang`."""
+    worker = check.get("worker") or {}
+    lines = [text(lang, "html.frame", file=f["file"], line=f["line"], function=f["function"], code=f["code"])
+             for f in worker.get("traceback", [])]
+    return lines + [text(lang, "html.printed", line=line) for line in worker.get("printed", [])]

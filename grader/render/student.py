@@ -12,7 +12,7 @@ from . import page
 from .page import e
 
 SHOWN = ("name", "status", "ok", "expected", "observed", "expected_message", "observed_message", "seconds",
-         "rules", "points", "max_points")  # the fields the table shows; any other a check carries follows it
+         "rules", "points", "max_points", "worker")  # the fields the table shows; any other a check carries follows it
 QUIET = ("output",)  # carried, but only shown when something was dropped
 
 
@@ -29,6 +29,7 @@ def student_html(worker, lang):
         what = [text(lang, "html.expected", expected=render(check["expected_message"], lang))]
         if check["status"] != "pass":
             what.append(text(lang, "html.observed", observed=render(check["observed_message"], lang)))
+            what += page.worker_lines(check, lang)  # its traceback's frames and what it printed last
         extra = "".join(extra_field(key, value) for key, value in sorted(check.items())
                         if key not in SHOWN + QUIET and value not in (None, "", [], {}))
         parts.append('<tr><td><code>%s</code></td><td class="%s">%s</td><td class="num">%d/%d</td><td>%s</td>'

@@ -125,8 +125,9 @@ def details(workers, lang):
         parts.append("<details><summary>%s: %s</summary>\n<ul>\n" % (e(worker["name"]), e(page.score(worker))))
         for check in worker["checks"]:
             if check["status"] != "pass":
-                parts.append("<li><code>%s</code> %s</li>\n" % (
-                    e(check["name"]), e(text(lang, "html.observed", observed=render(check["observed_message"], lang)))))
+                parts.append("<li><code>%s</code> %s%s</li>\n" % (
+                    e(check["name"]), e(text(lang, "html.observed", observed=render(check["observed_message"], lang))),
+                    "".join("<br><code>%s</code>" % e(line) for line in page.worker_lines(check, lang))))
         parts.append("</ul>\n")
         parts += page.evidence_html(worker, lang)
         parts.append("</details>\n")

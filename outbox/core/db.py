@@ -9,6 +9,7 @@ writing is outbox.core.readonly; bringing an older file up to date, outbox.core.
 import contextlib
 import os
 import sqlite3
+import urllib.parse
 
 from .errors import OutboxError, WrongDatabase
 
@@ -55,6 +56,9 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise WrongDatabase("%s DB %r is a directory, not a file" % (kind, path))  # audit: G3
+    if os.path.exists(path):  # look through mode=ro first: a read-write close checkpoints and deletes the -wal
+        with contextlib.closing(connect("file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path)), uri=True)) as peek:
+            look(peek, path, application_id=application_id, version=version, kind=kind)  # audit: G3
     con = connect(path)
     try:
         _accept_or_create(

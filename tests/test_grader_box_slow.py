@@ -1,0 +1,103 @@
+"""The box through grade.py as a lab host runs it: verdicts unchanged inside it, a hostile worker kept in it,
+every layer reported, and grading that goes on where the layers are missing.
+
+Slow: each test grades whole workers in real processes.
+"""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import unittest
+
+from grader import box, landlock
+from tests.grade_mutants import GRADE, grade
+from tests.support import ROOT, TempDirTestCase, python_env, write_worker
+
+LINUX = sys.platform.startswith("linux")
+LANDLOCK = landlock.abi()[0] if LINUX else 0
+REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
+STUB = os.path.join(ROOT, "examples", "worker_stub.py")
+ALL_OFF = ",".join(box.LAYERS)
+
+
+def verdicts(report):
+    return {check["name"]: check["status"] for check in report["checks"]}
+
+
+class BoxedGradingTest(TempDirTestCase):
+    def graded(self, *args, env=None):
+        status, out, err = grade("--json", *args, env=env)
+        self.assertIn(status, (0, 1), err)
+        return json.loads(out)
+
+    def test_the_reference_and_the_stub_keep_their_verdicts_in_the_box(self):
+        boxed = self.graded("--impl", REFERENCE)
+        self.assertEqual((boxed["passed"], boxed["failed"], boxed["errors"]), (len(boxed["checks"]), 0, 0))
+        isolation = boxed["isolation"]
+        self.assertEqual(isolation["landlock"], LANDLOCK or False)
+        self.assertIn("network", isolation["off"])
+        stub_boxed, stub_open = (self.graded("--impl", STUB, *flag) for flag in ((), ("--isolation", "off")))
+        self.assertEqual(verdicts(stub_boxed), verdicts(stub_open))
+        self.assertEqual(stub_boxed["passed"], 0)
+        self.assertEqual(stub_open["isolation"]["off"]["landlock"], "--isolation off")
+        self.assertIs(stub_open["isolation"]["seccomp"], False)
+
+    def test_with_every_layer_unavailable_it_says_so_and_grades_as_before(self):
+        report = self.graded("--impl", REFERENCE, env=python_env(**{box.UNAVAILABLE: ALL_OFF}))
+        self.assertEqual(report["passed"], len(report["checks"]))
+        isolation = report["isolation"]
+        self.assertEqual([isolation[layer] for layer in box.LAYERS], [False] * 4)
+        for layer in box.LAYERS:
+            self.assertIn(box.UNAVAILABLE, isolation["off"][layer])
+
+    @unittest.skipUnless(LANDLOCK, "no Landlock here")
+    def test_a_hostile_worker_reaches_neither_the_kit_nor_a_classmate_nor_the_grader(self):
+        classmate = os.path.join(self.tmp, "classmate")
+        os.makedirs(classmate)
+        os.chmod(classmate, 0o777)  # only the box stands between the worker and this folder
+        with open(os.path.join(classmate, "worker.py"), "w") as f:
+            f.write("honest = True\n")
+        planted = os.path.join(ROOT, "grader", "planted_by_a_worker.py")  # a folder that exists: only the box stops it
+        self.addCleanup(lambda: os.path.exists(planted) and os.remove(planted))
+        worker = write_worker(os.path.join(self.tmp, "hostile", "worker.py"), """
+            import json
+            for _path in (%r, %r):
+                try:
+                    with open(_path, "w") as _f:
+                        _f.write("tampered")
+                except OSError:
+                    pass
+            try:
+                os.kill(json.loads(sys.argv[sys.argv.index("--contain") + 1])["parent"], signal.SIGSTOP)
+            except (OSError, ValueError):
+                pass
+            """ % (planted, os.path.join(classmate, "worker.py")))
+        report = self.graded("--impl", worker, "-k", "seq-order")
+        self.assertEqual(verdicts(report), {"seq-order": "pass"})  # and grade.py was not stopped
+        self.assertFalse(os.path.exists(planted))
+        with open(os.path.join(classmate, "worker.py")) as f:
+            self.assertEqual(f.read(), "honest = True\n")
+
+    @unittest.skipUnless(LINUX and hasattr(os, "geteuid") and os.geteuid() == 0, "a uid of its own only under root")
+    def test_under_root_each_worker_of_a_class_runs_under_a_uid_of_its_own(self):
+        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+        if python is None or box.unreadable([python, ROOT, os.path.dirname(os.path.realpath(python))]):
+            self.skipTest("no interpreter another user may run")
+        os.chmod(self.tmp, 0o755)
+        for name in ("alice.py", "bob.py"):
+            os.chmod(write_worker(os.path.join(self.tmp, name)), stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+        proc = subprocess.run([python, GRADE, "--json", "--impl", self.tmp, "-k", "seq-order", "-k", "crash-after-ack"],
+                              cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                              universal_newlines=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        workers = json.loads(proc.stdout)["workers"]
+        uids = [worker["isolation"]["uid"] for worker in workers]
+        self.assertEqual(len(set(uids)), 2, uids)
+        self.assertNotIn(False, uids)
+        self.assertNotIn(0, uids)
+
+
+if __name__ == "__main__":
+    unittest.main()
