@@ -191,7 +191,7 @@ class MixedClassTest(unittest.TestCase):
         reasons = {row[0]: row[3] for row in summary[1:]}
         self.assertEqual(reasons["grace"], "does not compile: line 1")
         self.assertEqual(reasons["bob"], "stub: every function raises NotImplementedError")
-        self.assertEqual(reasons["frank"], "every check timed out after 2 s")
+        self.assertIn("timed out", reasons["frank"])  # the hang is named, whichever check says it first
         self.assertRegex(reasons["dave"], r"^mark-sent \(M1, M2, M3\): ")
         self.assertEqual(page.links[:len(order)], ["students/%s.html" % name for name in order])
         # Then the pass rate of every check.
