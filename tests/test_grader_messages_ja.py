@@ -64,7 +64,7 @@ IDENTIFIERS = set(NAMES) | {
     # more of the same kinds: SQL of the checks' texts, pragma values, Python's own classes, the sku and table of
     # the checks, units, the language codes, environment variables and --help's metavars
     "WHERE", "INTEGER", "PRIMARY", "KEY", "AUTOINCREMENT", "OFF", "NORMAL", "delete", "object", "Exception", "Error",
-    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "JOBS", "MB",
+    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "FILE", "OUT", "Gradescope", "JOBS", "MB",
     "import",
 }
 JAPANESE = "[\u3000-\u30ff\u4e00-\u9fff]"
@@ -123,10 +123,10 @@ def in_japanese(message):
 
 
 def page_text(path):
-    """The text a browser shows of the HTML page at `path`: no style, no tags, entities decoded."""
+    """The text a browser shows of the HTML page at `path`: no style, no script, no tags, entities decoded."""
     with open(path, encoding="utf-8") as f:
         page = f.read()
-    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>", "", page)))
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>|<script>.*?</script>", "", page)))
 
 
 class JapaneseTableTest(unittest.TestCase):
@@ -197,7 +197,7 @@ class JapaneseReportTest(unittest.TestCase):
             with self.subTest(check=name):
                 self.assertRegex(expected, "[\u3000-\u30ff\u4e00-\u9fff]")
                 self.assertRegex(observed, "[\u3000-\u30ff\u4e00-\u9fff]")
-        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\nコーパスのシード: 24（[^\n]*）\n採点結果: 合格0件、不合格%d件\n\Z" % len(NAMES))
+        self.assertRegex(out, r"\n得点: 100点中0点\n採点時間: [0-9.]+秒\nコーパスのシード: 24（[^\n]*）\n採点結果: 合格0件、不合格%d件\n\Z" % len(NAMES))
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
         # Three English words in a row would be a sentence left untranslated (the stub's errors are class names).
@@ -375,13 +375,14 @@ class JapaneseClassTest(TempDirTestCase):
                                  "--file-size", "1", "-k", "crash-after-ack", "-k", "validate-event", "--report", reports)
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
-        self.assertRegex(lines[0], r"^ワーカー +合格数 +不合格のチェック$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4人中1人、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
+        self.assertRegex(lines[0], r"^ワーカー +得点 +合格数 +最初の理由$")
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4人中1人、合格したチェックは8件中3件、得点は52点中23点"
+                              r"（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
         self.assertEqual(len(progress), 4, err)
         for line in progress:  # stderr is no terminal: one line per finished worker
             self.assertRegex(line, r"^\[[1-4]/4\] (worker_reference|worker_stub_ja|big_file|no_compile): 2件中[0-2]件合格"
-                                   r"（[0-9.]+秒）$")
+                                   r"（[0-9.]+秒）(、残りはおよそ[0-9]+秒)?$")
         self.assertEqual(english_words(out + err), [])
         # The page people read follows --lang, the limit the worker ran into included ...
         page = page_text(os.path.join(reports, "index.html"))
@@ -394,9 +395,10 @@ class JapaneseClassTest(TempDirTestCase):
         with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
             html_text = f.read()
         self.assertIn('<html lang="ja">', html_text)
-        # A heading is the table's name; the note that goes with it is a paragraph; each worker's table has a header row.
+        # A heading is the table's name; the note that goes with it is a paragraph; each student's table has a header row.
         self.assertIn("<h3>snack-7の証拠: crash-after-ack</h3>\n<p>各行は別々の観測で", html_text)
-        self.assertIn("<tr><th>判定</th><th>チェック</th><th>期待と観測</th></tr>", html_text)
+        with open(os.path.join(reports, "students", "worker_reference.html"), encoding="utf-8") as f:
+            self.assertIn("<tr><th>チェック</th><th>判定</th><th>配点</th><th>ルール</th><th>期待と観測</th></tr>", f.read())
         # ... and the files for programs stay language-neutral: English text, message ids.
         with open(os.path.join(reports, "junit.xml"), encoding="utf-8") as f:
             junit = f.read()
@@ -415,7 +417,7 @@ class JapaneseClassTest(TempDirTestCase):
         updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
         self.assertTrue(updates)
         for update in updates:
-            self.assertRegex(update, r"^採点中: ワーカー2人中[0-2]人が完了（[0-9]+秒）$")
+            self.assertRegex(update, r"^採点中: ワーカー2人中[0-2]人が完了（[0-9]+秒）(、残りはおよそ[0-9]+秒)?$")
         self.assertEqual(updates[-1].split("人")[1], "中2")
         self.assertEqual(english_words(out.decode("utf-8")), [])
 
