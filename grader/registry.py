@@ -4,7 +4,8 @@
 from CHECKS. The slow ones come early, so that they start first when checks
 run in parallel. A check is written in these places, each kept true by a
 test (CONTRIBUTING.md, "Adding a grader check"):
-  here                        its row;
+  here                        its row (an in-process check by its function's name, a string: the
+                              parent never imports child.py, the side that imports the worker);
   child.py or scenarios.py    its code: an in-process check, or a story across processes;
   messages.py, messages_ja.py "proves.<name>", what it proves, and every line it prints;
   docs/participants(.ja).md  the table of checks: a copy of "proves.<name>" in each language;
@@ -14,7 +15,7 @@ test (CONTRIBUTING.md, "Adding a grader check"):
 """
 import collections
 
-from . import child, scenarios
+from . import scenarios
 
 Check = collections.namedtuple("Check", "name proves needs run")
 
@@ -33,23 +34,23 @@ CHECKS = (
     check("receive-atomic", PUBLISH + SINK, scenarios.scenario_receive_atomic),
     check("untrusted-ack", PUBLISH, scenarios.scenario_untrusted_ack),
     check("proxy-ignored", PUBLISH, scenarios.scenario_proxy_ignored),
-    check("url-rule", ("send_http",), scenarios.in_process(child.check_url_rule)),
+    check("url-rule", ("send_http",), scenarios.in_process("check_url_rule")),
     check("send-timeout", ("send_http",), scenarios.scenario_send_timeout),
-    check("pending-cost", STORE + ("pending", "mark_sent"), scenarios.in_process(child.check_pending_cost)),
-    check("seq-order", STORE + ("pending",), scenarios.in_process(child.check_seq_order)),
-    check("stop-on-first-failure", STORE + ("dispatch",), scenarios.in_process(child.check_stop_on_first_failure)),
-    check("no-lock-during-send", STORE + ("dispatch",), scenarios.in_process(child.check_no_lock_during_send)),
-    check("callback-mutation", STORE + ("dispatch",), scenarios.in_process(child.check_callback_mutation)),
-    check("batch-limit", STORE + ("dispatch",), scenarios.in_process(child.check_batch_limit)),
-    check("exact-ack", STORE + ("dispatch",), scenarios.in_process(child.check_exact_ack)),
+    check("pending-cost", STORE + ("pending", "mark_sent"), scenarios.in_process("check_pending_cost")),
+    check("seq-order", STORE + ("pending",), scenarios.in_process("check_seq_order")),
+    check("stop-on-first-failure", STORE + ("dispatch",), scenarios.in_process("check_stop_on_first_failure")),
+    check("no-lock-during-send", STORE + ("dispatch",), scenarios.in_process("check_no_lock_during_send")),
+    check("callback-mutation", STORE + ("dispatch",), scenarios.in_process("check_callback_mutation")),
+    check("batch-limit", STORE + ("dispatch",), scenarios.in_process("check_batch_limit")),
+    check("exact-ack", STORE + ("dispatch",), scenarios.in_process("check_exact_ack")),
     check("conflict", PUBLISH + SINK, scenarios.scenario_conflict),
-    check("conflict-committed", SINK, scenarios.in_process(child.check_conflict_committed)),
-    check("receive-inbox", SINK, scenarios.in_process(child.check_receive_inbox)),
-    check("validate-event", ("validate_event",), scenarios.in_process(child.check_validate_event)),
-    check("intake-idempotent", STORE, scenarios.in_process(child.check_intake_idempotent)),
-    check("mark-sent", STORE + ("mark_sent",), scenarios.in_process(child.check_mark_sent)),
+    check("conflict-committed", SINK, scenarios.in_process("check_conflict_committed")),
+    check("receive-inbox", SINK, scenarios.in_process("check_receive_inbox")),
+    check("validate-event", ("validate_event",), scenarios.in_process("check_validate_event")),
+    check("intake-idempotent", STORE, scenarios.in_process("check_intake_idempotent")),
+    check("mark-sent", STORE + ("mark_sent",), scenarios.in_process("check_mark_sent")),
     check("intake-atomic", STORE, scenarios.scenario_intake_atomic),
-    check("wrong-database", ("init_store", "init_sink"), scenarios.in_process(child.check_wrong_database)),
-    check("durability", ("init_store", "init_sink"), scenarios.in_process(child.check_durability)),
+    check("wrong-database", ("init_store", "init_sink"), scenarios.in_process("check_wrong_database")),
+    check("durability", ("init_store", "init_sink"), scenarios.in_process("check_durability")),
 )
 NAMES = tuple(c.name for c in CHECKS)

@@ -224,7 +224,7 @@ class Reader:
         allowed = self.routes.get(head.target)
         if allowed is None:  # audit: G28
             raise Refused(
-                "no-such-path", "no such path %r: the sink serves only %s" % (head.target, describe(self.routes)))
+                "no-such-path", "no such path %r: the sink serves only %s" % (head.target, routes_text(self.routes)))
         if head.method != allowed:  # audit: G28
             raise Refused(
                 "wrong-method", "method %s is not allowed on %s; use %s" % (head.method, head.target, allowed),
@@ -238,7 +238,7 @@ class Reader:
                 value.lower() for value in head.get_all("Expect")] == ["100-continue"]
 
 
-def describe(routes):
+def routes_text(routes):
     """'POST /events, GET /health and GET /metrics': the routes of `routes`, for messages and help texts."""
     names = ["%s %s" % (method, path) for path, method in routes.items()]
     return names[0] if len(names) == 1 else "%s and %s" % (", ".join(names[:-1]), names[-1])

@@ -3,8 +3,8 @@
 Owns the listening socket, every client connection until it is closed, and,
 through sink.storethread, the one store connection. It never parses HTTP (a framing.Reader per
 connection does), never runs SQL of its own and never decides an outcome: it
-moves bytes into each Reader, validates the event, calls `receive` once, and
-reports what `receive` said. It knows no fault by name: a wrapper that wants
+moves bytes into each Reader, validates the event, and hands it to
+sink.core.ack, which calls `receive` once and makes the ACK from its result. It knows no fault by name: a wrapper that wants
 the answer withheld raises WithholdAnswer.
 
 Three kinds of thread, each with one job:
@@ -54,8 +54,8 @@ from outbox.core.errors import Conflict, InvalidEvent
 from outbox.core.event import loads_strict, validate_event
 
 from . import framing, metrics, views
-from .core import inbox
-from .storethread import StoreGone, StoreThread, describe
+from .core import ack, inbox
+from .storethread import StoreGone, StoreThread, exception_line
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
 
@@ -66,7 +66,7 @@ METRICS_PATH = "/metrics"
 # branch in SinkServer.respond: the 404 text and `python -m sink serve --help`
 # name the routes from this table.
 ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audit: G28
-ROUTES_TEXT = framing.describe(ALLOWED)  # "POST /events, GET /health and GET /metrics"
+ROUTES_TEXT = framing.routes_text(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
 LISTEN_BACKLOG = 128
@@ -78,7 +78,7 @@ ACCEPTS_PER_WAKE = 64
 RESUME_AFTER = 0.1  # seconds the listener rests when accept fails with no connection to close
 STOP_GRACE = 0.5  # seconds stop() waits past the request timeout before it abandons what still runs
 RECV_SIZE = 65536
-RESULTS = (inbox.APPLIED, inbox.DUPLICATE)
+RESULTS = ack.RESULTS
 SERVER_NAME = "outbox-kit-sink/1"
 PROTOCOL = "HTTP/1.0"
 # The interim answer to `Expect: 100-continue` (an HTTP/1.1 client's, see
@@ -154,7 +154,7 @@ def make_server(
     open_store = init_sink if init_sink is not None else functools.partial(inbox.init_sink, durability=durability)
     receive = receive if receive is not None else inbox.receive
     if fault is not None:  # audit: G35
-        from . import faults  # only here: a server without a fault never loads the fault code
+        from . import faults  # only here: sink.server needs it only for a fault (python -m sink loads it for --fault)
 
         receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
     listener = _listen(host, port)
@@ -167,7 +167,7 @@ def make_server(
         listener,
         store=store,
         receive=receive,
-        held_digest=views.held_digest if own_store else None,
+        held_digest=ack.held_digest if own_store else None,
         timeout=float(timeout),
         max_connections=max_connections,
         log=log,
@@ -569,7 +569,7 @@ class SinkServer:
 
     def _fail(self, thread, exc):
         """Log that `thread` died of `exc`, with its traceback; then record it (the first death is `failure`)."""
-        died = ThreadDied("the %s thread died: %s" % (thread, describe(exc)))
+        died = ThreadDied("the %s thread died: %s" % (thread, exception_line(exc)))
         died.__cause__ = exc
         died.thread = thread
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
@@ -664,25 +664,18 @@ class SinkServer:
     def _post_event(self, body):
         event = _parse_event(body)
         try:
-            result, held = self._store.call(self._receive_once, event)
+            return self._store.call(self._receive_once, event)  # the ACK, made after the receipt  # audit: G26
         except (WithholdAnswer, Refused, StoreGone):
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
-        ack = {"ack": True, "id": event["id"], "result": result}  # audit: G26
-        if held is not None:
-            ack["digest"] = held
-        return ack
 
     def _receive_once(self, con, event):
-        """On the store thread: receive, check its result, then read the digest of what the store holds."""
-        result = self.receive(con, event)
-        if not isinstance(result, str) or result not in RESULTS:  # audit: G26
-            raise Refused(
-                "internal", "internal error: receive returned %r, not one of %s" % (result, ", ".join(RESULTS))
-            )
-        held = self._held_digest(con, event["id"]) if self._held_digest is not None else None
-        return result, held
+        """On the store thread: sink.core.ack.acknowledge, the receipt and then its ACK."""
+        try:
+            return ack.acknowledge(con, self.receive, event, digest_of=self._held_digest)
+        except ack.BadResult as exc:
+            raise Refused("internal", "internal error: %s" % exc) from None
 
     def _refusal_for(self, exc, event_id):
         # By class name too, so a foreign store with its own Conflict maps the same way.

@@ -252,6 +252,16 @@ class AuditMapTest(unittest.TestCase):
         problems = kernel_problems(self.text, {path: read(path) for path in KERNEL_MODULES})
         self.assertEqual(problems, [], "\n".join(problems))
 
+    def test_the_worker_contract_carries_rule_marks_only(self):
+        """Issue 22: a guarantee is the kit's own; the worker contract's bullets mark the worker's rules, never one."""
+        for name, heading in (("docs/participants.md", "### The worker contract"),
+                              ("docs/participants.ja.md", "### ワーカーの契約")):
+            text = read(name)
+            self.assertIn(heading, text)
+            section = text.split(heading, 1)[1].split("\n### ", 1)[0]
+            self.assertIn("<!-- rule: C1 -->", section)
+            self.assertNotIn("guarantee:", section)
+
     def test_the_reading_order_names_files_that_exist(self):
         order = self.text.split("## Reading order", 1)[1].split("\n## ", 1)[0]
         paths = re.findall(r"`([\w/]+\.py)", order)

@@ -64,6 +64,17 @@ class RegistryTest(unittest.TestCase):
             child_source = f.read()
         self.assertNotRegex(child_source, r"from \.(parent|scenarios|registry|cli)\b|import (parent|scenarios|registry|cli)\b")
 
+    def test_the_registry_names_in_process_checks_as_strings_and_child_py_has_each(self):
+        """Issue 22: the parent names each in-process check by its function's name; it never imports child.py."""
+        code = ("import sys; sys.path.insert(0, %r); import grader.cli; print('grader.child' in sys.modules)" % ROOT)
+        result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=python_env(), timeout=60,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(result.stdout.strip(), "False", result.stderr)
+        from grader import child
+        named = [check.run.child_function for check in CHECKS if hasattr(check.run, "child_function")]
+        self.assertGreaterEqual(len(named), 10)  # the probe finds the in-process checks at all
+        self.assertEqual(sorted(named), sorted(child.IN_PROCESS))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -444,6 +444,16 @@ class NoAnswerTest(SenderTestCase):
         error = self.refused(NoAnswer, server.url())
         self.assertIn("body ended after %d of the 100 bytes" % len(GOOD_ACK), str(error))
 
+    def test_a_200_cut_short_without_a_content_length_is_untrusted_not_no_answer(self):
+        """Issue 22, G22 as it is: with no length announced, a short body is a body that proves nothing."""
+        def script(server, conn):
+            read_request(conn)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + GOOD_ACK.encode()[:20])  # then the connection closes
+        server = self.raw(script)
+        error = self.refused(UntrustedAck, server.url())
+        self.assertEqual(error.kind, "untrusted-ack")
+        self.assertNotIsInstance(error, NoAnswer)
+
     def test_malformed_chunked_body(self):
         def script(server, conn):
             read_request(conn)

@@ -16,7 +16,8 @@ from . import relay as cli_relay
 from ..ops import evidence, operations, relay, retention, sinklook
 from ..export import nagios, prometheus, timestamps
 from ..core import store, upgrade
-from .args import UsageError, count_arg, duration_arg, positive_int, reason_arg
+from .args import UsageError, count_arg, positive_int
+from .opargs import duration_arg, reason_arg
 from ..core.errors import OutboxError
 from ..core.event import loads_strict
 

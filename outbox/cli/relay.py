@@ -13,7 +13,8 @@ import sys
 from ..ops import failures, relay
 from ..export import prometheus, textfile
 from ..core import store
-from .args import add_durability_flag, duration_arg, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
+from .args import add_durability_flag, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
+from .opargs import duration_arg
 from ..core.errors import OutboxError
 from ..core.sender import HeldConnection
 

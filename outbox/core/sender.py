@@ -16,11 +16,10 @@ import urllib.error
 import urllib.request
 
 from .errors import NoAnswer, UntrustedAck
-from .event import canonical, digest, loads_strict, validate_event
+from .event import QUOTE_CHARS, canonical, clip, digest, loads_strict, show, validate_event
 
 MAX_ACK_BYTES = 4096
 MAX_TIMEOUT = 3600.0  # seconds; more is a mistake, and near-infinite values overflow the socket layer
-EXCERPT_CHARS = 120  # longest body excerpt or value quoted in an error message
 # A held connection idle for longer is closed rather than reused: the sink closes
 # idle ones at its own timeout (10 s by default), and a request must not meet that close.
 HOLD_IDLE_S = 1.0
@@ -53,7 +52,7 @@ def check_url(url):
     query, fragment, escape, whitespace or control character. No DNS, no I/O.
     """
     if not isinstance(url, str):
-        raise ValueError("%s; got %s, not a str" % (_RULE, _show(url)))
+        raise ValueError("%s; got %s, not a str" % (_RULE, show(url)))
     # Printable ASCII only, checked first: it also makes lower() below plain ASCII.
     bad = _UNSAFE_CHAR.search(url)
     if bad:
@@ -61,7 +60,7 @@ def check_url(url):
                          % (_RULE, bad.group(), bad.start()))
     match = _URL.fullmatch(url)
     if match is None:
-        raise ValueError("%s; cannot parse %s" % (_RULE, _show(url)))
+        raise ValueError("%s; cannot parse %s" % (_RULE, show(url)))
     parts = match.groupdict()
     if parts["scheme"] != "http":  # audit: G18
         raise ValueError("%s; scheme %r is not http" % (_RULE, parts["scheme"]))
@@ -85,7 +84,7 @@ def check_timeout(timeout):
     # The range test also refuses nan and inf.
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
         raise ValueError("timeout must be a positive int or float of seconds up to %g, got %s"  # audit: G20
-                         % (MAX_TIMEOUT, _show(timeout)))
+                         % (MAX_TIMEOUT, show(timeout)))
     return timeout
 
 
@@ -272,7 +271,7 @@ def _read_ack(response, where):
     lengths = response.headers.get_all("Content-Length") or []
     if len(lengths) > 1 or (lengths and not _LENGTH.fullmatch(lengths[0])):
         raise _refusal(UntrustedAck, where, "Content-Length %s is not one decimal number"
-                       % ", ".join(_clip(value) for value in lengths))
+                       % ", ".join(clip(value) for value in lengths))
     declared = int(lengths[0]) if lengths else None
     if declared is not None and declared > MAX_ACK_BYTES:
         raise _refusal(UntrustedAck, where, "Content-Length %d exceeds the %d-byte ACK limit"
@@ -301,14 +300,14 @@ def _check_ack(body, event_id, event_digest, where, *, require_digest):
     elif "ack" not in ack:
         what = 'ACK has no "ack"'
     elif ack["ack"] is not True:  # audit: G21
-        what = 'ACK has "ack": %s, not the JSON literal true' % _show(ack["ack"])
+        what = 'ACK has "ack": %s, not the JSON literal true' % show(ack["ack"])
     elif "id" not in ack:
         what = 'ACK has no "id"'
     elif ack["id"] != event_id:  # audit: G21
-        what = "ACK names id %s, not %r" % (_clip(ack["id"]), event_id)
+        what = "ACK names id %s, not %r" % (clip(ack["id"]), event_id)
     elif "digest" in ack and ack["digest"] != event_digest:
         what = "ACK digest %s is not %s, the digest of the event sent: the sink holds another payload" % (
-            _clip(ack["digest"]), event_digest)
+            clip(ack["digest"]), event_digest)
     elif "digest" not in ack and require_digest:
         what = 'ACK has no "digest" and require_digest is set'
     else:
@@ -322,7 +321,7 @@ def _no_answer(exc, timeout, where):
     if isinstance(reason, socket.timeout):
         what = "timed out after %gs (connect, send and response)" % timeout
     else:
-        what = "no complete response (%s)" % _clip(reason)
+        what = "no complete response (%s)" % clip(reason)
     return _refusal(NoAnswer, where, what)
 
 
@@ -340,13 +339,13 @@ def _bad_status(response, status, where):
     what = "status %d" % status
     location = response.headers.get("Location")
     if 300 <= status < 400 and location is not None:
-        what += ", redirect to %s refused" % _clip(location)
+        what += ", redirect to %s refused" % clip(location)
     try:
-        excerpt = response.read(EXCERPT_CHARS)
+        excerpt = response.read(QUOTE_CHARS)
     except (OSError, http.client.HTTPException):  # the status alone is enough to refuse
         excerpt = b""
     if excerpt:
-        what += ", body starts %s" % _clip(excerpt.decode("utf-8", "replace"))
+        what += ", body starts %s" % clip(excerpt.decode("utf-8", "replace"))
     return _refusal(UntrustedAck, where, what, kind=_status_kind(status))
 
 
@@ -362,17 +361,6 @@ def _status_kind(status):
 def _refusal(cls, where, what, *, kind=None):
     """A DeliveryError of class `cls` saying where, what went wrong, and that the item stays pending."""
     return cls("%s: %s; not marking it sent" % (where, what), kind=kind)
-
-
-def _clip(value):
-    """repr(value), cut to EXCERPT_CHARS."""
-    text = repr(value)
-    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 3] + "..."
-
-
-def _show(value):
-    """repr(value), cut, with its type: "True (bool)"."""
-    return "%s (%s)" % (_clip(value), type(value).__name__)
 
 
 class _DeadlineSocket(socket.socket):
