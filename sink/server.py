@@ -390,7 +390,9 @@ class SinkServer:
         if accept and self._listening:
             self._accept()
         self._expire(time.monotonic())
-        if not self._listening and not self._stop_requested and self._open() < self.max_connections:
+        # Listen again once a slot is free, or once a client waits that an accept may close to make room
+        # (a kept connection back from a worker, idle: it was in hand when the listener paused).
+        if not self._listening and not self._stop_requested and (self._open() < self.max_connections or self._waiting):
             if self._resume_at is None or time.monotonic() >= self._resume_at:
                 self._start_listening()
 
