@@ -26,7 +26,9 @@ from . import box, common, contain
 from . import corpus
 from .contract import SIGNATURES as CONTRACT  # the worker contract, written once
 from .corpus import checks as corpus_checks
-from .common import INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, describe, describe_value, expect, msg, read_only
+from .common import (
+    INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, closed_port, describe, describe_value, expect, msg, read_only,
+)
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
 SEEDED = set()  # the in-process checks that run a corpus: they get the run's seed too
@@ -494,9 +496,11 @@ def check_stop_on_first_failure(impl, db):
     expect(calls == ["A", "B"], msg("stop.calls"), msg("stop.called", ids=repr(calls)))
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 0, "C": 0}, msg("stop.flags"), msg("sent-flags", flags=repr(flags)))
+    first_calls, first_flags = list(calls), ", ".join("%s=%d" % item for item in sorted(flags.items()))
     del calls[:]
     marked = impl.dispatch(con, lambda e: calls.append(e["id"]) or True)
     expect(calls == ["B", "C"], msg("stop.resumes"), msg("stop.sent", ids=repr(calls)))
+    resumed = list(calls)
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 1, "C": 1} and marked == 2, msg("stop.all-sent"),
            msg("stop.flags-returned", flags=repr(flags), marked=repr(marked)))
@@ -517,7 +521,8 @@ def check_stop_on_first_failure(impl, db):
     expect(exc is hook_error, msg("stop.after-same-error"), msg("stop.other-error", error=describe(exc)))
     expect(calls == ["D"] and flags.get("E") == 0, msg("stop.after-stops"),
            msg("stop.flags-called", flags=repr(flags), ids=repr(calls)))
-    return msg("stop-on-first-failure.passed"), msg("as-expected")
+    return msg("stop-on-first-failure.passed"), msg("stop.observed", first_calls=", ".join(first_calls),
+                                                    flags=first_flags, resumed=", ".join(resumed))
 
 
 LOCK_BATCH = ("first", "second", "third")
@@ -828,16 +833,6 @@ def check_url_rule(impl, db, seed=corpus.DEFAULT_SEED):
     finally:
         trap.close()
     return msg("url-rule.passed", count=count), msg("corpus.passed", count=count, seed=seed)
-
-
-def closed_port():
-    """A loopback port that nothing listens on (bound, then released): a connection to it is refused."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-    finally:
-        probe.close()
 
 
 @in_process

@@ -24,7 +24,8 @@ from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
 from .registry import CHECKS, NAMES
 from .text import shown
-from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
+from .report import json_evidence  # noqa: F401 (the evidence table's and the quiz's)
+from .wrap import columns, display_width, wrap  # noqa: F401 (the help's, the report's, the evidence table's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
@@ -65,33 +66,6 @@ def size(count, lang):
         if count >= scale:
             return "%.1f %s" % (count / scale, unit)
     return text(lang, "size.bytes", count=count)
-
-
-NO_BREAK_BEFORE = "、。，．・：；？！）」』】〕ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ"
-NO_BREAK_AFTER = "（「『【〔"
-
-
-def wrap(text, width):
-    """`text` as lines of at most `width` terminal columns (a wide character takes two).
-
-    Breaks at spaces, and next to wide characters (Japanese has no spaces),
-    except before closing punctuation and small kana or after an opening
-    bracket; never inside an ASCII word, a hyphenated name included. A piece
-    that cannot be broken and is wider than `width` overflows its line.
-    """
-    lines = []
-    for paragraph in text.split("\n"):
-        line = []  # the pieces of the line being filled
-        for piece in re.findall(r"[^\s\u3000-\u9fff\uff00-\uffef]+\s*|\S\s*|\s+", paragraph):
-            line.append(piece)
-            if display_width("".join(line).rstrip()) > width:
-                cut = next((i for i in range(len(line) - 1, 0, -1) if line[i][0] not in NO_BREAK_BEFORE
-                            and line[i - 1].rstrip()[-1:] not in NO_BREAK_AFTER), 0)
-                if cut:
-                    lines.append("".join(line[:cut]).rstrip())
-                    line = line[cut:]
-        lines.append("".join(line).rstrip())
-    return lines
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -176,6 +150,9 @@ def parse_args(argv, lang):
     options.add_argument("--debug", action="store_true", help=t("cli.help.debug"))
     options.add_argument("--version", action="version", version="grade.py %s" % __version__, help=t("cli.help.version"))
     args = parser.parse_args(argv)
+    # The quiz orders its options by --seed only when it is given; otherwise each quiz draws a new order.
+    given_seed = any(arg == "--seed" or arg.startswith("--seed=") for arg in argv)
+    args.quiz_seed = args.seed if given_seed else None
     if args.quiz:
         # The quiz runs the kit's own reference, always: nothing here chooses what it runs.
         for option, given in (("--impl", args.impl), ("-k", args.only), ("--list", args.list), ("--report", args.report)):
@@ -314,9 +291,10 @@ def grade(args):
 def show_result(result, args):
     lang = args.lang
     expected, observed = result["text"]
-    print(text(lang, "report.expected", verdict=text(lang, "verdict." + result["status"]), name=result["name"],
-               expected=expected))
-    print(text(lang, "report.observed", blank="", observed=observed))
+    verdict = text(lang, "verdict." + result["status"])
+    say(text(lang, "report.expected", verdict=verdict, name=result["name"], expected=expected),
+        text(lang, "report.expected", verdict=verdict, name=result["name"], expected=""))
+    say(text(lang, "report.observed", blank="", observed=observed), text(lang, "report.observed", blank="", observed=""))
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
@@ -328,6 +306,20 @@ def show_result(result, args):
     if result["traceback"] and args.debug:
         print(result["traceback"], file=sys.stderr)
     sys.stdout.flush()
+
+
+def say(line, prefix):
+    """Print a report line; at a terminal, wrapped to its width, each further line indented under the text after `prefix`.
+
+    Piped or redirected, a line stays whole: scripts and grep read one check's expectation a line.
+    """
+    if not sys.stdout.isatty():
+        print(line)
+        return
+    hang = display_width(prefix)
+    width = max(columns(sys.stdout) - 1 - hang, 20)
+    for i, piece in enumerate(wrap(line[len(prefix):], width)):
+        print((prefix if i == 0 else " " * hang) + piece)
 
 
 def show_isolation(one, lang):

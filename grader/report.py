@@ -11,12 +11,12 @@ import io
 import json
 import os
 import re
-import unicodedata
 import xml.etree.ElementTree as ET
 
 from . import __version__
 from .messages import render, term, terms, text
 from .text import shown
+from .wrap import display_width
 
 SCHEMA = 1  # docs/report.schema.json: "schema" in every report; raised when a field changes or goes
 
@@ -63,14 +63,17 @@ EVIDENCE_ROWS = (
     ("evidence.inbox", lambda p, lang: text(lang, "present" if p["inbox"] else "absent")),
     ("evidence.deliveries", lambda p, lang: terms(lang, p["deliveries"])),
     ("evidence.ack", lambda p, lang: text(lang, "evidence.not-sent") if p["ack"] is None
-     else ", ".join(json.dumps(a) for a in p["ack"]) or text(lang, "evidence.none")),
+     else ", ".join(text(lang, "evidence.ack-seen", value=json.dumps(a)) for a in p["ack"]) or text(lang, "evidence.none")),
     ("evidence.inventory", lambda p, lang: str(p["inventory"])),
 )
 EVIDENCE_CHECKS = ("crash-after-ack", "dropped-response")
 
 
-def evidence_tables(evidence, lang):
-    """[(title, rows)] for each story the grader observed; rows of cells, the first the header."""
+def evidence_tables(evidence, lang, with_names=False):
+    """[(title, rows)] for each story the grader observed; rows of cells, the first the header.
+
+    With `with_names`, [(title, rows, the check's name)]: a page heads each table with the name alone.
+    """
     tables = []
     for name in EVIDENCE_CHECKS:
         phases = evidence.get(name)
@@ -78,8 +81,8 @@ def evidence_tables(evidence, lang):
             continue
         rows = [[text(lang, "evidence.observation")] + [text(lang, "evidence.after", phase=p["phase"]) for p in phases]]
         rows += [[text(lang, label)] + [show(p, lang) for p in phases] for label, show in EVIDENCE_ROWS]
-        tables.append((text(lang, "evidence.title", name=name), rows))
-    return tables
+        tables.append((text(lang, "evidence.title", name=name), rows, name))
+    return [(title, rows) for title, rows, _ in tables] if not with_names else tables
 
 
 def class_table(graded, lang, seconds):
@@ -103,11 +106,6 @@ def class_table(graded, lang, seconds):
 def perfect(graded):
     """How many workers passed every check."""
     return sum(1 for one in graded if all(r["ok"] for r in one.results))
-
-
-def display_width(cell):
-    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
 
 
 def pad(cell, width):
@@ -251,6 +249,8 @@ def index_html(graded, checks, lang, seconds):
     parts.append("</table>\n")
     for n, one in enumerate(graded):
         parts.append('<h2 id="w%d">%s</h2>\n<p><code>%s</code></p>\n<table>\n' % (n, e(one.worker.name), e(one.worker.path)))
+        parts.append("<tr><th>%s</th><th>%s</th><th>%s</th></tr>\n" % (
+            e(text(lang, "html.verdict")), e(text(lang, "html.check")), e(text(lang, "html.result"))))
         for result in one.results:
             expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))
             parts.append('<tr><td class="%s">%s</td><td><code>%s</code></td><td>%s<br>%s%s</td></tr>\n' % (
@@ -258,8 +258,9 @@ def index_html(graded, checks, lang, seconds):
                 e(text(lang, "html.expected", expected=expected)), e(text(lang, "html.observed", observed=observed)),
                 "".join("<br><code>%s</code>" % e(line) for line in worker_lines(result, lang))))
         parts.append("</table>\n")
-        for title, rows in evidence_tables(one.grader.evidence, lang):
-            parts.append("<h3>%s</h3>\n<table>\n" % e(title))
+        for _, rows, name in evidence_tables(one.grader.evidence, lang, with_names=True):
+            parts.append("<h3>%s</h3>\n<p>%s</p>\n<table>\n" % (e(text(lang, "evidence.heading", name=name)),
+                                                              e(text(lang, "evidence.note"))))
             for i, row in enumerate(rows):
                 tag = "th" if i == 0 else "td"
                 parts.append("<tr>%s</tr>\n" % "".join("<%s>%s</%s>" % (tag, e(value), tag) for value in row))

@@ -144,6 +144,25 @@ class Reader:
         return (self.outcome is NEED_MORE and self._expects_continue and not self._continue_sent  # audit: G29
                 and len(self._buffer) == self._body_at)
 
+    @property
+    def received(self):
+        """How many bytes the client has sent on this Reader so far (0: nothing at all)."""
+        return len(self._buffer)
+
+    def may_keep(self):
+        """True if the connection may carry another request after this one's answer (see keep-alive rules below).
+
+        Only a complete Request (never a refusal: its bytes may not be where the
+        client thinks) of an HTTP/1.1 client that asked for it with exactly
+        ``Connection: keep-alive``, that sent nothing beyond its body (no
+        pipelining: the next request is read from a fresh Reader, never from
+        what this one buffered).
+        """
+        if not isinstance(self.outcome, Request) or self.head.version != "HTTP/1.1":
+            return False
+        asked = [value.lower() for value in self.head.get_all("Connection")] == ["keep-alive"]
+        return asked and len(self._buffer) == self._body_at + self._length  # audit: G27
+
     def continue_sent(self):
         """Say that `100 Continue` went out (or was tried): wants_continue is False from now on."""
         self._continue_sent = True

@@ -14,7 +14,8 @@ Three kinds of thread, each with one job:
                idle or trickling client costs a buffer, never a thread; an
                error of one client closes that client, never the loop.
   the workers  (WORKERS threads) take complete requests, answer each in ONE
-               write, and close the connection.
+               write, and close the connection, or hand a kept one back to
+               the reader (below).
   the store    (one thread, sink.storethread) opens the store connection
                once and runs every `receive` on it, one at a time: SQLite
                serialises writers anyway, a foreign `receive` never sees two
@@ -24,7 +25,13 @@ Three kinds of thread, each with one job:
 All are daemon threads: a `receive` that never returns cannot hold the process
 up. Fail loud: if one of them dies, `failure` says which and why, every request
 still answered gets 503, stop() raises it, and `python -m sink serve` exits 70.
-One request per connection; every answer says ``Connection: close``.
+One request per connection, with one exception: an HTTP/1.1 request that
+asks for ``Connection: keep-alive`` (the kit's relay does), framed exactly and
+answered 200, gets ``HTTP/1.1 ... Connection: keep-alive`` and its connection
+goes back to the reader with a fresh framing.Reader, as a new client would:
+the same deadline, the same cap (an idle kept connection is the first closed
+to make room), nothing carried over from the last request. Every other
+answer says ``Connection: close``.
 """
 
 import collections
@@ -194,13 +201,14 @@ def _log_to(log, line):
 class _Client:
     """A connection the reader holds: its socket, its framing.Reader, and whether it is gone from the reader."""
 
-    __slots__ = ("sock", "address", "reader", "gone")
+    __slots__ = ("sock", "address", "reader", "gone", "kept")
 
-    def __init__(self, sock, address, reader):
+    def __init__(self, sock, address, reader, kept=False):
         self.sock = sock
         self.address = address
         self.reader = reader
         self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
+        self.kept = kept  # True once the connection has carried an answered request (keep-alive)
 
 
 class SinkServer:
@@ -233,6 +241,7 @@ class SinkServer:
         self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
         self._failure = None  # the first ThreadDied; under _lock
         self._jobs = queue.SimpleQueue()
+        self._kept = queue.SimpleQueue()  # (sock, address) answered with keep-alive, back to the reader
         self._workers = [
             threading.Thread(target=self._work, name="sink-worker-%d" % n, daemon=True) for n in range(WORKERS)
         ]
@@ -316,6 +325,7 @@ class SinkServer:
                 "stop: %s still busy at the stop deadline with %d connection(s) in hand (a receive that does not "
                 "return?): those connections are shut and the threads abandoned" % (", ".join(busy), held)
             )
+        self._take_back()  # closes what a worker kept after the reader stopped taking them back
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -373,6 +383,7 @@ class SinkServer:
                 accept = True
             elif key.fileobj is self._wake_r:
                 self._drain_wake()
+                self._take_back()
             elif not key.data.gone:  # a client closed or handed over earlier in this batch is skipped
                 self._for_client(key.data, self._read)
         # Reads first, then accepts: a client whose request is in is handed over before anyone is evicted.
@@ -434,6 +445,23 @@ class SinkServer:
         client.sock.setblocking(False)
         self._selector.register(client.sock, selectors.EVENT_READ, client)
         self._read(client)  # a client that sent its request with the connect is served without another wake
+
+    def _take_back(self):
+        """Read again, as new clients, the connections the workers kept (keep-alive); close them once stopping."""
+        while True:
+            try:
+                sock, address = self._kept.get_nowait()
+            except queue.Empty:
+                return
+            with self._lock:
+                self._in_hand.discard(sock)
+            if self._stop_requested or self._closed:
+                sock.close()
+                continue
+            reader = framing.Reader(ALLOWED, time.monotonic() + self.request_timeout, self.request_timeout)
+            client = _Client(sock, address, reader, kept=True)
+            self._waiting[client] = None
+            self._for_client(client, self._register)
 
     def _client_in_backlog(self):
         """True if a connection waits to be accepted; asks without a new descriptor (none may be left)."""
@@ -506,7 +534,8 @@ class SinkServer:
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
         if isinstance(outcome, Unanswered):
-            if outcome.reason is not None:
+            # A kept connection that sends nothing more is done, not suspect.
+            if outcome.reason is not None and not (client.kept and client.reader.received == 0):
                 self.log_line("%s - closed: %s" % (client.address[0], outcome.reason))
             self._close(client)
         elif outcome is not NEED_MORE:
@@ -532,7 +561,7 @@ class SinkServer:
         client.gone = True
         with self._lock:
             self._in_hand.add(client.sock)
-        self._jobs.put((client.sock, client.address, client.reader.head, outcome))
+        self._jobs.put((client.sock, client.address, client.reader.head, outcome, client.reader.may_keep()))
 
     # -- failures -------------------------------------------------------------------------------
 
@@ -564,9 +593,10 @@ class SinkServer:
         except BaseException as exc:
             self._fail("worker", exc)
 
-    def _serve(self, sock, address, head, outcome):
-        """Answer one request, close its connection, log one line; no Exception leaves here."""
+    def _serve(self, sock, address, head, outcome, may_keep):
+        """Answer one request, close its connection (or hand a kept one back), log a line; no Exception leaves here."""
         status = note = None
+        keep = False
         try:
             refusal = outcome if isinstance(outcome, Refused) else None
             if refusal is None:
@@ -578,20 +608,27 @@ class SinkServer:
                 answer = Answer(refusal.status(), refusal.body(), allow=refusal.allow)
                 note = refusal.detail or refusal.message
             status = answer.status
+            keep = may_keep and status == HTTPStatus.OK and not self._stop_requested and self._failure is None
             sock.settimeout(self.request_timeout)  # the answer gets a timeout of its own
-            sock.sendall(self._encode(answer, head_only=head is not None and head.method == "HEAD"))
+            sock.sendall(self._encode(answer, head_only=head is not None and head.method == "HEAD", keep=keep))
         except WithholdAnswer as withheld:
+            keep = False
             note = "no answer: %s" % withheld
             _shutdown(sock)
         except OSError as exc:
+            keep = False
             note = "answer not delivered: %s" % exc
         except Exception:
+            keep = False
             note = "unhandled error:\n%s" % traceback.format_exc().rstrip()
         finally:
-            with self._lock:
-                self._in_hand.discard(sock)
-            sock.close()
-            self._wake()  # a slot is free: a paused listener may listen again
+            if keep:
+                self._kept.put((sock, address))  # still in hand (and counted) until the reader takes it back
+            else:
+                with self._lock:
+                    self._in_hand.discard(sock)
+                sock.close()
+            self._wake()  # a slot is free, or a kept connection waits: the reader looks
         line = head.request_line() if head is not None else "-"
         shown = [] if status is None else [str(int(status))]
         if note is not None:
@@ -651,15 +688,18 @@ class SinkServer:
         return Refused("internal", "internal error: %s: %s" % (type(exc).__name__, exc))
 
     @staticmethod
-    def _encode(answer, *, head_only):
-        """Status line, headers and body as ONE bytes object, so the answer leaves in one write."""
+    def _encode(answer, *, head_only, keep=False):
+        """Status line, headers and body as ONE bytes object, so the answer leaves in one write.
+
+        `keep`: the connection stays open for the next request (HTTP/1.1 keep-alive), else Connection: close.
+        """
         if isinstance(answer.body, dict):
             # The trailing newline keeps `curl` output off the shell prompt.
             data = (json.dumps(answer.body) + "\n").encode("ascii")
         else:
             data = answer.body.encode("utf-8")
         lines = [
-            "%s %d %s" % (PROTOCOL, answer.status, HTTPStatus(answer.status).phrase),
+            "%s %d %s" % ("HTTP/1.1" if keep else PROTOCOL, answer.status, HTTPStatus(answer.status).phrase),
             "Server: %s" % SERVER_NAME,
             "Date: %s" % email.utils.formatdate(usegmt=True),
             "Content-Type: %s" % answer.content_type,
@@ -667,7 +707,7 @@ class SinkServer:
         ]
         if answer.allow is not None:
             lines.append("Allow: %s" % answer.allow)
-        lines.append("Connection: close")  # audit: G27
+        lines.append("Connection: keep-alive" if keep else "Connection: close")  # audit: G27
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head if head_only else head + data
 

@@ -81,8 +81,8 @@ class MessageTableTest(unittest.TestCase):
         self.assertEqual(rendered, "a conflicting payload must raise Conflict or a subclass (the grader goes by class name); "
                                    "got Clash, whose bases are Exception, object (Clash: x)")
         rendered = messages.render(common.wrong_class("Conflict", "Clash", ["Clash", "Exception", "object"], "Clash: x"), "ja")
-        self.assertEqual(rendered, "衝突するペイロードには Conflict かそのサブクラスを送出してください（採点ツールはクラス名で判定します）。"
-                                   "実際は Clash で、その基底クラスは Exception, object です（「Clash: x」）")
+        self.assertEqual(rendered, "衝突するペイロードにはConflictかそのサブクラス（採点ツールはクラス名で判定します）を送出する必要が"
+                                   "ありますが、実際はClashで、その基底クラスはException, objectです（「Clash: x」）")
 
 
 if __name__ == "__main__":
