@@ -348,7 +348,9 @@ MUTANTS += (
             ("ORDER BY seq LIMIT ?\"", "ORDER BY created_at, event_id LIMIT ?\"")], "seq.order"),
     # The delivery loop: one commit per item, after_delivery's error, the default limit.
     mutant("marks committed once per batch", "no-lock-during-send", "outbox/core/dispatch.py",
-           [("        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
+           # A worker with this mistake has no check before each send either: the kit's own would refuse it.
+           [("        if con.in_transaction:\n            # A hook began one", "        if False:\n            # A hook began one"),
+            ("        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
              "        if not con.in_transaction:\n            con.execute(\"BEGIN IMMEDIATE\")\n"
              "        if con.execute(\"UPDATE outbox SET sent = 1 WHERE event_id = ? AND sent = 0\", (selected[\"id\"],)).rowcount:\n"
              "            marked += 1\n"),
