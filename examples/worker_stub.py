@@ -6,8 +6,9 @@ Every function below is graded through its contract alone, by real processes
 that crash and reopen your files. As shipped, each one raises
 NotImplementedError, and every check of the grader fails with a reason.
 Standard library only. The signatures below are the contract: the grader
-calls your functions with exactly these parameters (the kit's own extra
-keywords, durability= and require_digest=, are not part of it).
+calls your functions with exactly these parameters (the kit's own extras,
+durability=, require_digest=, before_send=, on_failure= and intake_many, are
+not part of it).
 The grader reads your DBs itself, so keep these tables:
 source `orders(id, ...)` and `outbox(seq, event_id, payload, sent, ...)`, where
 `sent` is 0 or 1, `seq` an INTEGER PRIMARY KEY AUTOINCREMENT (never reused)

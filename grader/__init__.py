@@ -4,8 +4,9 @@ registry.py lists every check (its row: name, needs, the function that runs
 it); child.py is the only module that touches the worker under test, in
 child processes; contain.py bounds those processes (limits, supervisors, the zygote that forks each
 step) and capture.py their output; parent.py and scenarios.py run them and
-observe the DBs; classroom.py grades one worker or a class; report.py writes
-the reports; messages.py holds every line printed for a person; cli.py is the
+observe the DBs; classroom.py grades one worker or a class; results.py turns
+the verdicts into data, render/ renders them one module per format and
+report.py writes --report DIR; messages.py holds every line printed for a person; cli.py is the
 command line. Nothing here is imported by outbox/ or sink/.
 """
 

@@ -24,8 +24,11 @@ import traceback
 
 from . import box, common, contain
 from . import corpus
+from .contract import SIGNATURES as CONTRACT  # the worker contract, written once
 from .corpus import checks as corpus_checks
-from .common import INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, describe, describe_value, expect, msg, read_only
+from .common import (
+    INTAKE_CRASH, MARK, PUBLISHER_CRASH, SNACK, Fail, closed_port, describe, describe_value, expect, msg, read_only,
+)
 
 IN_PROCESS = {}  # function name -> in-process check; the registry names which check runs which
 SEEDED = set()  # the in-process checks that run a corpus: they get the run's seed too
@@ -87,21 +90,6 @@ def json_value(value):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return repr(value)
-
-
-# The worker contract: the stub's nine signatures, as the grader calls them (the kit's own
-# extras, durability=, require_digest= and dispatch's before_send= and on_failure=, are not part of it).
-CONTRACT = {
-    "validate_event": "validate_event(event)",
-    "init_store": "init_store(path)",
-    "intake": "intake(con, event)",
-    "pending": "pending(con, limit=16)",
-    "mark_sent": "mark_sent(con, event_id)",
-    "dispatch": "dispatch(con, send, limit=16, *, after_delivery=None)",
-    "send_http": "send_http(url, event, *, timeout=5.0)",
-    "init_sink": "init_sink(path)",
-    "receive": "receive(con, event)",
-}
 
 
 class Worker:
@@ -508,9 +496,11 @@ def check_stop_on_first_failure(impl, db):
     expect(calls == ["A", "B"], msg("stop.calls"), msg("stop.called", ids=repr(calls)))
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 0, "C": 0}, msg("stop.flags"), msg("sent-flags", flags=repr(flags)))
+    first_calls, first_flags = list(calls), ", ".join("%s=%d" % item for item in sorted(flags.items()))
     del calls[:]
     marked = impl.dispatch(con, lambda e: calls.append(e["id"]) or True)
     expect(calls == ["B", "C"], msg("stop.resumes"), msg("stop.sent", ids=repr(calls)))
+    resumed = list(calls)
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 1, "C": 1} and marked == 2, msg("stop.all-sent"),
            msg("stop.flags-returned", flags=repr(flags), marked=repr(marked)))
@@ -531,7 +521,8 @@ def check_stop_on_first_failure(impl, db):
     expect(exc is hook_error, msg("stop.after-same-error"), msg("stop.other-error", error=describe(exc)))
     expect(calls == ["D"] and flags.get("E") == 0, msg("stop.after-stops"),
            msg("stop.flags-called", flags=repr(flags), ids=repr(calls)))
-    return msg("stop-on-first-failure.passed"), msg("as-expected")
+    return msg("stop-on-first-failure.passed"), msg("stop.observed", first_calls=", ".join(first_calls),
+                                                    flags=first_flags, resumed=", ".join(resumed))
 
 
 LOCK_BATCH = ("first", "second", "third")
@@ -842,16 +833,6 @@ def check_url_rule(impl, db, seed=corpus.DEFAULT_SEED):
     finally:
         trap.close()
     return msg("url-rule.passed", count=count), msg("corpus.passed", count=count, seed=seed)
-
-
-def closed_port():
-    """A loopback port that nothing listens on (bound, then released): a connection to it is refused."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-    finally:
-        probe.close()
 
 
 @in_process

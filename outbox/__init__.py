@@ -32,7 +32,8 @@ from .core.errors import (
 )
 from .core.event import validate_event
 from .core.sender import send_http
-from .core.store import init_store, intake, intake_many, mark_sent, pending
+from .batch import intake_many
+from .core.store import init_store, intake, mark_sent, pending
 
 __all__ = [
     "Conflict",

@@ -147,6 +147,25 @@ class Reader:
         return (self.outcome is NEED_MORE and self._expects_continue and not self._continue_sent  # audit: G29
                 and len(self._buffer) == self._body_at)
 
+    @property
+    def received(self):
+        """How many bytes the client has sent on this Reader so far (0: nothing at all)."""
+        return len(self._buffer)
+
+    def may_keep(self):
+        """True if the connection may carry another request after this one's answer (see keep-alive rules below).
+
+        Only a complete Request (never a refusal: its bytes may not be where the
+        client thinks) of an HTTP/1.1 client that asked for it with exactly
+        ``Connection: keep-alive``, that sent nothing beyond its body (no
+        pipelining: the next request is read from a fresh Reader, never from
+        what this one buffered).
+        """
+        if not isinstance(self.outcome, Request) or self.head.version != "HTTP/1.1":
+            return False
+        asked = [value.lower() for value in self.head.get_all("Connection")] == ["keep-alive"]
+        return asked and len(self._buffer) == self._body_at + self._length  # audit: G27
+
     def continue_sent(self):
         """Say that `100 Continue` went out (or was tried): wants_continue is False from now on."""
         self._continue_sent = True
@@ -232,7 +251,7 @@ class Reader:
         allowed = self.routes.get(head.target)
         if allowed is None:  # audit: G28
             raise Refused(
-                "no-such-path", "no such path %r: the sink serves only %s" % (head.target, describe(self.routes)))
+                "no-such-path", "no such path %r: the sink serves only %s" % (head.target, routes_text(self.routes)))
         if head.method != allowed:  # audit: G28
             raise Refused(
                 "wrong-method", "method %s is not allowed on %s; use %s" % (head.method, head.target, allowed),
@@ -246,7 +265,7 @@ class Reader:
                 value.lower() for value in head.get_all("Expect")] == ["100-continue"]
 
 
-def describe(routes):
+def routes_text(routes):
     """'POST /events, GET /health and GET /metrics': the routes of `routes`, for messages and help texts."""
     names = ["%s %s" % (method, path) for path, method in routes.items()]
     return names[0] if len(names) == 1 else "%s and %s" % (", ".join(names[:-1]), names[-1])

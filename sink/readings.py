@@ -15,6 +15,7 @@ import threading
 import time
 
 from . import metrics, views
+from .core import ack
 
 MAX_AGE = 1.0  # seconds: the figures /metrics shows are at most this old, plus one render
 
@@ -36,7 +37,7 @@ class Readings:
 
     def held_digest(self, event_id):
         """The digest the inbox holds for `event_id`, or None, read on this thread's own read-only connection."""
-        return views.held_digest(self._connection(), event_id)  # audit: G26
+        return ack.held_digest(self._connection(), event_id)  # audit: G26
 
     def metrics_text(self):
         """The sink's figures as Prometheus text, from a snapshot at most `max_age` old (plus the render under way).

@@ -3,8 +3,8 @@
 Owns the listening socket, every client connection until it is closed, and,
 through sink.storethread, the one store connection. It never parses HTTP (a framing.Reader per
 connection does), never runs SQL of its own and never decides an outcome: it
-moves bytes into each Reader, validates the event, calls `receive` once, and
-reports what `receive` said. It knows no fault by name: a wrapper that wants
+moves bytes into each Reader, validates the event, and hands it to
+sink.core.ack, which calls `receive` once and makes the ACK from its result. It knows no fault by name: a wrapper that wants
 the answer withheld raises WithholdAnswer.
 
 Three kinds of thread, each with one job:
@@ -14,7 +14,10 @@ Three kinds of thread, each with one job:
                idle or trickling client costs a buffer, never a thread; an
                error of one client closes that client, never the loop.
   the workers  (WORKERS threads) take complete requests, answer each in ONE
-               write, and close the connection.
+               write without waiting, and close the connection, or hand a
+               kept one back to the reader (below). What a slow reader leaves
+               of an answer is handed back too: the reader thread writes the
+               rest by its deadline, then closes it (or reads a kept one again).
   the store    (one thread, sink.storethread) opens the store connection
                once and runs every `receive` on it, one at a time: SQLite
                serialises writers anyway, a foreign `receive` never sees two
@@ -24,7 +27,13 @@ Three kinds of thread, each with one job:
 All are daemon threads: a `receive` that never returns cannot hold the process
 up. Fail loud: if one of them dies, `failure` says which and why, every request
 still answered gets 503, stop() raises it, and `python -m sink serve` exits 70.
-One request per connection; every answer says ``Connection: close``.
+One request per connection, with one exception: an HTTP/1.1 request that
+asks for ``Connection: keep-alive`` (the kit's relay does), framed exactly and
+answered 200, gets ``HTTP/1.1 ... Connection: keep-alive`` and its connection
+goes back to the reader with a fresh framing.Reader, as a new client would:
+the same deadline, the same cap (an idle kept connection is the first closed
+to make room), nothing carried over from the last request. Every other
+answer says ``Connection: close``.
 """
 
 import collections
@@ -47,8 +56,8 @@ from outbox.core.errors import Conflict, InvalidEvent, OutboxError
 from outbox.core.event import loads_strict, validate_event
 
 from . import framing, logqueue, metrics, readings, views
-from .core import inbox
-from .storethread import StoreGone, StoreThread, describe
+from .core import ack, inbox
+from .storethread import StoreGone, StoreThread, exception_line
 from .framing import NEED_MORE, Refused, Unanswered
 from .framing import MAX_BODY, STATUS  # noqa: F401  (part of this module's API)
 
@@ -59,7 +68,7 @@ METRICS_PATH = "/metrics"
 # branch in SinkServer.respond: the 404 text and `python -m sink serve --help`
 # name the routes from this table.
 ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audit: G28
-ROUTES_TEXT = framing.describe(ALLOWED)  # "POST /events, GET /health and GET /metrics"
+ROUTES_TEXT = framing.routes_text(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
 # The listen backlog: at least the cap, and the system's own maximum where that is larger (the kernel
@@ -74,7 +83,7 @@ ACCEPTS_PER_WAKE = 64
 RESUME_AFTER = 0.1  # seconds the listener rests when accept fails with no connection to close
 STOP_GRACE = 0.5  # seconds stop() waits past the request timeout before it abandons what still runs
 RECV_SIZE = 65536
-RESULTS = (inbox.APPLIED, inbox.DUPLICATE)
+RESULTS = ack.RESULTS
 SERVER_NAME = "outbox-kit-sink/1"
 PROTOCOL = "HTTP/1.0"
 # The interim answer to `Expect: 100-continue` (an HTTP/1.1 client's, see
@@ -156,7 +165,7 @@ def make_server(
     open_store = init_sink if init_sink is not None else functools.partial(inbox.init_sink, durability=durability)
     receive = receive if receive is not None else inbox.receive
     if fault is not None:  # audit: G35
-        from . import faults  # only here: a server without a fault never loads the fault code
+        from . import faults  # only here: sink.server needs it only for a fault (python -m sink loads it for --fault)
 
         # A log with a drain() (sink.logqueue.QueuedLog) writes the fault's line out before a crash fault exits.
         drain = getattr(log, "drain", None)
@@ -212,13 +221,14 @@ def _log_to(log, line):
 class _Client:
     """A connection the reader holds: its socket, its framing.Reader, and whether it is gone from the reader."""
 
-    __slots__ = ("sock", "address", "reader", "gone")
+    __slots__ = ("sock", "address", "reader", "gone", "kept")
 
-    def __init__(self, sock, address, reader):
+    def __init__(self, sock, address, reader, kept=False):
         self.sock = sock
         self.address = address
         self.reader = reader
         self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
+        self.kept = kept  # True once the connection has carried an answered request (keep-alive)
 
 
 class _Opened:
@@ -232,14 +242,21 @@ class _Opened:
 
 
 class _Sending:
-    """An answer the reader thread finishes writing: the part its client has not taken yet, and until when."""
+    """An answer the reader thread finishes writing: the part its client has not taken yet, and until when.
 
-    __slots__ = ("sock", "rest", "deadline", "line", "gone")
+    `keep`: the answer said keep-alive, so once it is written whole the
+    connection is read again as a new client (never before: no next request
+    is read while an answer is still going out).
+    """
 
-    def __init__(self, sock, rest, deadline):
+    __slots__ = ("sock", "address", "rest", "deadline", "keep", "line", "gone")
+
+    def __init__(self, sock, address, rest, deadline, *, keep):
         self.sock = sock
+        self.address = address
         self.rest = rest  # a memoryview of what is left to write
         self.deadline = deadline
+        self.keep = keep
         self.line = None  # the request's log line, written once this ends
         self.gone = False
 
@@ -279,6 +296,7 @@ class SinkServer:
         self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
         self._failure = None  # the first ThreadDied; under _lock
         self._jobs = queue.SimpleQueue()
+        self._kept = queue.SimpleQueue()  # (sock, address) answered whole with keep-alive, back to the reader
         # Each worker opens its read-only connection before the server serves anyone, and make_server waits
         # for them: those descriptors are taken before clients can use them up, and a DB the workers cannot
         # read is refused here, not answered 500 at the first request.
@@ -384,6 +402,7 @@ class SinkServer:
                 break
         for sending in list(self._sending):
             self._finish(sending, "answer not delivered: the sink stopped before the client took it")
+        self._take_back()  # closes what a worker kept after the reader stopped taking them back
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -453,6 +472,7 @@ class SinkServer:
                 accept = True
             elif key.fileobj is self._wake_r:
                 self._drain_wake()
+                self._take_back()
             elif key.data.gone:
                 pass  # a client closed or handed over earlier in this batch is skipped
             elif isinstance(key.data, _Sending):
@@ -466,7 +486,10 @@ class SinkServer:
         self._expire(time.monotonic())
         for line in self._repeats.due(time.monotonic()):
             self.log_line(line)
-        if not self._listening and not self._stop_requested and self._open() < self.max_connections:
+        # Listen again once a slot is free, or once a client holds one that an accept may close to make room
+        # (a kept connection back from a worker, idle, or an answer a slow reader takes: in hand when it paused).
+        if not self._listening and not self._stop_requested and (
+                self._open() < self.max_connections or self._waiting or self._sending):
             if self._resume_at is None or time.monotonic() >= self._resume_at:
                 self._start_listening()
 
@@ -522,6 +545,27 @@ class SinkServer:
         client.sock.setblocking(False)
         self._selector.register(client.sock, selectors.EVENT_READ, client)
         self._read(client)  # a client that sent its request with the connect is served without another wake
+
+    def _take_back(self):
+        """Read again, as new clients, the connections the workers kept (keep-alive); close them once stopping."""
+        while True:
+            try:
+                sock, address = self._kept.get_nowait()
+            except queue.Empty:
+                return
+            self._read_again(sock, address)
+
+    def _read_again(self, sock, address):
+        """A kept connection whose answer is written whole: out of hand, and read as a new client (closed once stopping)."""
+        with self._lock:
+            self._in_hand.discard(sock)
+        if self._stop_requested or self._closed:
+            sock.close()
+            return
+        reader = framing.Reader(ALLOWED, time.monotonic() + self.request_timeout, self.request_timeout)
+        client = _Client(sock, address, reader, kept=True)
+        self._waiting[client] = None
+        self._for_client(client, self._register)
 
     def _client_in_backlog(self):
         """True if a connection waits to be accepted; asks without a new descriptor (none may be left)."""
@@ -634,29 +678,38 @@ class SinkServer:
             self._finish(sending, None)
 
     def _finish(self, sending, note, *, repeated=None):
-        """Close an answer's connection (written whole if `note` is None), free its slot, log its request's line."""
+        """End an answer the reader was writing, log its request's line.
+
+        Written whole (`note` None) with keep-alive: its connection is read
+        again as a new client. Else it is closed and its slot freed.
+        """
         if sending.gone:
             return
         sending.gone = True
         self._sending.pop(sending, None)
+        kept = note is None and sending.keep
         try:
             self._selector.unregister(sending.sock)
         except (KeyError, ValueError, OSError):
             pass  # never registered, or the selector is being torn down
         finally:
-            sending.sock.close()
-            with self._lock:
-                self._in_hand.discard(sending.sock)
+            if not kept:
+                sending.sock.close()
+                with self._lock:
+                    self._in_hand.discard(sending.sock)
         line = sending.line if note is None else "%s %s" % (sending.line, _one_line(note))
         if repeated is not None:
             self.log_repeated(repeated, line)
         else:
             self.log_line(line)  # audit: G34
+        if kept:
+            self._read_again(sending.sock, sending.address)
 
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
         if isinstance(outcome, Unanswered):
-            if outcome.reason is not None:
+            # A kept connection that sends nothing more is done, not suspect.
+            if outcome.reason is not None and not (client.kept and client.reader.received == 0):
                 self.log_repeated("expired", "%s - closed: %s" % (client.address[0], outcome.reason))
             self._close(client)
         elif outcome is not NEED_MORE:
@@ -682,13 +735,13 @@ class SinkServer:
         client.gone = True
         with self._lock:
             self._in_hand.add(client.sock)
-        self._jobs.put((client.sock, client.address, client.reader.head, outcome))
+        self._jobs.put((client.sock, client.address, client.reader.head, outcome, client.reader.may_keep()))
 
     # -- failures -------------------------------------------------------------------------------
 
     def _fail(self, thread, exc):
         """Log that `thread` died of `exc`, with its traceback; then record it (the first death is `failure`)."""
-        died = ThreadDied("the %s thread died: %s" % (thread, describe(exc)))
+        died = ThreadDied("the %s thread died: %s" % (thread, exception_line(exc)))
         died.__cause__ = exc
         died.thread = thread
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
@@ -725,15 +778,17 @@ class SinkServer:
             if self._reads is not None:
                 self._reads.close_mine()
 
-    def _serve(self, sock, address, head, outcome):
-        """Answer one request, close its connection, log one line; no Exception leaves here.
+    def _serve(self, sock, address, head, outcome, may_keep):
+        """Answer one request, close its connection (or hand a kept one back), log one line; no Exception leaves here.
 
         The answer is written without waiting: what the client does not take
         at once (a slow reader of a large /metrics) is handed back to the
         reader thread, which finishes it by its deadline and then closes and
-        logs. So no client can hold a worker, and the honest POSTs behind it.
+        logs (or, kept, reads the connection again). So no client can hold a
+        worker, and the honest POSTs behind it.
         """
         status = note = handed = None
+        keep = False
         try:
             refusal = outcome if isinstance(outcome, Refused) else None
             if refusal is None:
@@ -745,19 +800,28 @@ class SinkServer:
                 answer = Answer(refusal.status(), refusal.body(), allow=refusal.allow)
                 note = refusal.detail or refusal.message
             status = answer.status
-            data = self._encode(answer, head_only=head is not None and head.method == "HEAD")
+            keep = may_keep and status == HTTPStatus.OK and not self._stop_requested and self._failure is None
+            data = self._encode(answer, head_only=head is not None and head.method == "HEAD", keep=keep)
             sent = _send_now(sock, data)
             if sent < len(data):
-                handed = _Sending(sock, memoryview(data)[sent:], time.monotonic() + self.request_timeout)
+                handed = _Sending(sock, address, memoryview(data)[sent:], time.monotonic() + self.request_timeout,
+                                  keep=keep)
         except WithholdAnswer as withheld:
+            keep = False
             note = "no answer: %s" % withheld
             _shutdown(sock)
         except OSError as exc:
+            keep = False
             note = "answer not delivered: %s" % exc
         except Exception:
+            keep = False
             note = "unhandled error:\n%s" % traceback.format_exc().rstrip()
         finally:
-            if handed is None:
+            if handed is not None:
+                pass  # still in hand (and counted) until the reader has written the rest
+            elif keep:
+                self._kept.put((sock, address))  # still in hand (and counted) until the reader takes it back
+            else:
                 with self._lock:
                     self._in_hand.discard(sock)
                 sock.close()
@@ -809,31 +873,30 @@ class SinkServer:
     def _post_event(self, body):
         event = _parse_event(body)
         try:
-            result = self._store.call(self._receive_once, event)
+            # The receipt and its ACK (sink.core.ack), on the store thread; the digest is read below, off it.
+            answer = self._store.call(self._receive_once, event)  # audit: G26
         except (WithholdAnswer, Refused, StoreGone):
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
         held = self._held_digest(event["id"])
-        ack = {"ack": True, "id": event["id"], "result": result}  # audit: G26
         if held is not None:
-            ack["digest"] = held
-        return ack
+            answer["digest"] = held  # the digest of what the inbox holds, read after the receipt (sink.core.ack)
+        return answer
 
     def _receive_once(self, con, event):
-        """On the store thread: receive, and check its result. Nothing else runs there."""
-        result = self.receive(con, event)
-        if not isinstance(result, str) or result not in RESULTS:  # audit: G26
-            raise Refused(
-                "internal", "internal error: receive returned %r, not one of %s" % (result, ", ".join(RESULTS))
-            )
-        return result
+        """On the store thread: sink.core.ack.acknowledge, the receipt and then its ACK. Nothing else runs there."""
+        try:
+            return ack.acknowledge(con, self.receive, event)
+        except ack.BadResult as exc:
+            raise Refused("internal", "internal error: %s" % exc) from None
 
     def _held_digest(self, event_id):
         """The digest of what the kit's store now holds for `event_id` (committed by receive), or None.
 
-        Read on this worker's own read-only connection: `receive` has
-        committed, so that connection sees it. A foreign store gets no digest.
+        Read on this worker's own read-only connection (sink.readings, through
+        sink.core.ack.held_digest): `receive` has committed, so that connection
+        sees it. A foreign store gets no digest.
         """
         if self._reads is None:
             return None
@@ -856,15 +919,18 @@ class SinkServer:
         return Refused("internal", "internal error: %s: %s" % (type(exc).__name__, exc))
 
     @staticmethod
-    def _encode(answer, *, head_only):
-        """Status line, headers and body as ONE bytes object, so the answer leaves in one write."""
+    def _encode(answer, *, head_only, keep=False):
+        """Status line, headers and body as ONE bytes object, so the answer leaves in one write.
+
+        `keep`: the connection stays open for the next request (HTTP/1.1 keep-alive), else Connection: close.
+        """
         if isinstance(answer.body, dict):
             # The trailing newline keeps `curl` output off the shell prompt.
             data = (json.dumps(answer.body) + "\n").encode("ascii")
         else:
             data = answer.body.encode("utf-8")
         lines = [
-            "%s %d %s" % (PROTOCOL, answer.status, HTTPStatus(answer.status).phrase),
+            "%s %d %s" % ("HTTP/1.1" if keep else PROTOCOL, answer.status, HTTPStatus(answer.status).phrase),
             "Server: %s" % SERVER_NAME,
             "Date: %s" % email.utils.formatdate(usegmt=True),
             "Content-Type: %s" % answer.content_type,
@@ -872,7 +938,7 @@ class SinkServer:
         ]
         if answer.allow is not None:
             lines.append("Allow: %s" % answer.allow)
-        lines.append("Connection: close")  # audit: G27
+        lines.append("Connection: keep-alive" if keep else "Connection: close")  # audit: G27
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head if head_only else head + data
 

@@ -120,7 +120,7 @@ class StoreThread:
     def _die(self, call, exc):
         """End the thread after `call` raised `exc`, a BaseException: close the store, report, refuse every call."""
         # Not one call's error: nothing more may run on a connection such a failure left in an unknown state.
-        why = "the store thread died: %s" % describe(exc)
+        why = "the store thread died: %s" % exception_line(exc)
         with self._lock:
             self._gone = why
             left = self._take_queued()
@@ -141,7 +141,7 @@ def _refuse(calls, why):
         call.done.set()
 
 
-def describe(exc):
+def exception_line(exc):
     """'SystemExit: 3', or the class name alone when the exception says nothing more."""
     text = str(exc)
     return "%s: %s" % (type(exc).__name__, text) if text else type(exc).__name__

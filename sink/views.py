@@ -1,25 +1,16 @@
-"""Every read of the sink DB: the digest an ACK carries, the inventory, the deliveries log, the figures to watch.
+"""The sink DB read for people: the inventory, the deliveries log, the figures to watch.
 
-For the server (the ACK's digest, GET /metrics) and for `python -m sink
-show` and `status`. Nothing here writes: `open_readonly` opens a connection
-that cannot (outbox.core.readonly), and the others only SELECT on the connection
-they are given. The tables are sink.core.inbox's, which writes them.
+For the server's GET /metrics and for `python -m sink show` and `status`;
+the one read an ACK depends on, its digest, is sink.core.ack.held_digest.
+Nothing here writes: `open_readonly` opens a connection that cannot
+(outbox.core.readonly), and the others only SELECT on the connection they
+are given. The tables are sink.core.inbox's, which writes them.
 """
 
 from outbox.core import readonly
 from outbox.export import timestamps
 
 from .core.inbox import APPLICATION_ID, APPLIED, CONFLICT, DUPLICATE, SCHEMA_VERSION
-
-
-def held_digest(con, event_id):
-    """The digest of the event the inbox holds for `event_id` (SHA-256 hex of its canonical JSON), or None. Read-only.
-
-    This is what the sink ACKs with: the digest of what it keeps, not of what
-    it was just sent, so a publisher can tell an ACK for another payload.
-    """
-    row = con.execute("SELECT digest FROM inbox WHERE event_id = ?", (event_id,)).fetchone()  # audit: G26
-    return None if row is None else row[0]
 
 
 def open_readonly(path):

@@ -34,7 +34,9 @@ MUTANTS = (
            "crash.still-pending"),
     mutant("marked before after_delivery", "crash-after-ack", "outbox/core/dispatch.py",
            [("        if after_delivery is not None:\n            after_delivery(dict(selected))\n"
+             "        db.set_synchronous(con, synchronous)\n"
              "        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
+             "        db.set_synchronous(con, synchronous)\n"
              "        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n"
              "        if after_delivery is not None:\n            after_delivery(dict(selected))\n")],
            "crash.still-pending"),
@@ -221,8 +223,8 @@ MUTANTS = (
     mutant("an extra key accepted", "validate-event", "outbox/core/event.py",
            [("    if event.keys() != _FIELD_SET:", "    if not _FIELD_SET.issubset(event):")], "validate.refused", "an extra key"),
     mutant("a refusal that names no field", "validate-event", "outbox/core/event.py",
-           [("raise InvalidEvent(\"qty must be an int from %d to %d, got %s\" % (QTY_MIN, QTY_MAX, _show(qty)))",
-             "raise InvalidEvent(\"invalid event: %s\" % _show(qty))")], "validate.names"),
+           [("raise InvalidEvent(\"qty must be an int from %d to %d, got %s\" % (QTY_MIN, QTY_MAX, show(qty)))",
+             "raise InvalidEvent(\"invalid event: %s\" % show(qty))")], "validate.names"),
     mutant("intake does not validate", "intake-idempotent", "outbox/core/store.py",
            [("\n    event, payload = validate_and_serialise(event)\n    with db.transaction(con):\n",
              "\n    payload = json.dumps(event, sort_keys=True, separators=(\",\", \":\"))\n    with db.transaction(con):\n")],
@@ -346,7 +348,9 @@ MUTANTS += (
             ("ORDER BY seq LIMIT ?\"", "ORDER BY created_at, event_id LIMIT ?\"")], "seq.order"),
     # The delivery loop: one commit per item, after_delivery's error, the default limit.
     mutant("marks committed once per batch", "no-lock-during-send", "outbox/core/dispatch.py",
-           [("        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
+           # A worker with this mistake has no check before each send either: the kit's own would refuse it.
+           [("        if con.in_transaction:\n            # A hook began one", "        if False:\n            # A hook began one"),
+            ("        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
              "        if not con.in_transaction:\n            con.execute(\"BEGIN IMMEDIATE\")\n"
              "        if con.execute(\"UPDATE outbox SET sent = 1 WHERE event_id = ? AND sent = 0\", (selected[\"id\"],)).rowcount:\n"
              "            marked += 1\n"),
@@ -364,9 +368,11 @@ MUTANTS += (
            "stop.after-error-out"),
     mutant("marked even when after_delivery raises", "stop-on-first-failure", "outbox/core/dispatch.py",
            [("        if after_delivery is not None:\n            after_delivery(dict(selected))\n"
+             "        db.set_synchronous(con, synchronous)\n"
              "        if mark_sent(con, selected[\"id\"]):\n            marked += 1\n",
              "        try:\n            if after_delivery is not None:\n                after_delivery(dict(selected))\n"
-             "        finally:\n            if mark_sent(con, selected[\"id\"]):\n                marked += 1\n")],
+             "        finally:\n            db.set_synchronous(con, synchronous)\n"
+             "            if mark_sent(con, selected[\"id\"]):\n                marked += 1\n")],
            "stop.after-pending"),
     mutant("a default limit of 10", "batch-limit", "outbox/core/dispatch.py",
            [("def dispatch(con, send, limit=MAX_BATCH, *,", "def dispatch(con, send, limit=10, *,")], "batch.default"),

@@ -28,9 +28,9 @@ from tests.support import ROOT, read_docs
 from tests.test_layout import KERNEL_MODULES
 
 AUDIT = os.path.join("docs", "audit.md")
-KERNEL_LIMIT = 1400  # lines of library code in the kernel, as the map lists it: every file of the kernel folders
+KERNEL_LIMIT = 1500  # lines of library code in the kernel, as the map lists it: every file of the kernel folders
 # since 4.0.0, with what init_store runs before db.open_db (issue 22 asks for under 1,200 once what no
-# guarantee needs has moved out)
+# guarantee needs has moved out), and the relay's held connection in the sender (issue 27, 148 lines)
 # Where markers may stand: the library, the grader and the entry points the README makes promises about.
 MARKED_SOURCES = ("outbox/**/*.py", "sink/**/*.py", "grader/**/*.py", "grade.py", "tests/run.py")
 GUARANTEE_ID = r"G[0-9]+"
@@ -251,6 +251,16 @@ class AuditMapTest(unittest.TestCase):
     def test_the_kernel_count_is_printed_true_and_within_the_limit(self):
         problems = kernel_problems(self.text, {path: read(path) for path in KERNEL_MODULES})
         self.assertEqual(problems, [], "\n".join(problems))
+
+    def test_the_worker_contract_carries_rule_marks_only(self):
+        """Issue 22: a guarantee is the kit's own; the worker contract's bullets mark the worker's rules, never one."""
+        for name, heading in (("docs/participants.md", "### The worker contract"),
+                              ("docs/participants.ja.md", "### ワーカーの契約")):
+            text = read(name)
+            self.assertIn(heading, text)
+            section = text.split(heading, 1)[1].split("\n### ", 1)[0]
+            self.assertIn("<!-- rule: C1 -->", section)
+            self.assertNotIn("guarantee:", section)
 
     def test_the_reading_order_names_files_that_exist(self):
         order = self.text.split("## Reading order", 1)[1].split("\n## ", 1)[0]

@@ -146,23 +146,29 @@ def pyenv_python(version):
 
 
 class PythonFloorTest(unittest.TestCase):
-    def test_an_old_python_gets_one_line_and_exit_2(self):
+    def run_below_the_floor(self, args, message):
+        """Run `args` under every interpreter below 3.8 that pyenv has: one line, `message`, exit 2, no stdout."""
         tried = 0
         for version in ("2.7.18", "3.6.15", "3.7.16"):
             python = pyenv_python(version)
             if python is None:
                 continue
             tried += 1
-            with self.subTest(version=version):
-                env = below_floor_env(python_env())
-                result = subprocess.run([python, GRADE], cwd=ROOT, env=env, timeout=60,
+            with self.subTest(version=version, args=args):
+                result = subprocess.run([python] + args, cwd=ROOT, env=below_floor_env(python_env()), timeout=60,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-                self.assertEqual(result.returncode, 2, result.stderr)
-                self.assertEqual(result.stdout, "")
-                self.assertRegex(result.stderr, r"\Agrade\.py: needs Python 3\.8 or newer; this is Python %s\n\Z"
-                                 % re.escape(version))
+                self.assertEqual((result.returncode, result.stdout), (2, ""), result.stderr)
+                self.assertRegex(result.stderr, r"\A%s; this is Python %s\n\Z" % (re.escape(message), re.escape(version)))
         if not tried:
             self.skipTest("no Python older than 3.8 under pyenv here")
+
+    def test_an_old_python_gets_one_line_and_exit_2(self):
+        self.run_below_the_floor([GRADE], "grade.py: needs Python 3.8 or newer")
+
+    def test_the_other_entry_points_below_the_floor_for_real(self):
+        """Issue 22: G50 names four entry points; each runs under an old interpreter, not only grade.py."""
+        for args in (["tests/run.py"], ["-m", "outbox", "status"], ["-m", "sink", "show"]):
+            self.run_below_the_floor(args, "outbox-kit needs Python 3.8 or newer")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ PACKAGES = ("outbox", "sink")
 # read-only look at a sink DB (evidence), through the tables the contract names; sink/core/inbox.py: the sink DB's
 # schema and its one writer; sink/views.py: the sink DB read for people (show, status, /metrics).
 SQL_MODULES = ("outbox/core/db.py", "outbox/core/readonly.py", "outbox/core/upgrade.py", "outbox/core/store.py",
-               "outbox/core/history.py", "outbox/ops/attempts.py", "outbox/ops/operations.py", "outbox/ops/sinklook.py",
-               "sink/core/inbox.py", "sink/views.py")
+               "outbox/core/history.py", "outbox/batch.py", "outbox/ops/attempts.py", "outbox/ops/operations.py", "outbox/ops/sinklook.py",
+               "sink/core/inbox.py", "sink/core/ack.py", "sink/views.py")
 # The guarantee kernel: all an auditor must read for "an event is marked sent only after a verified ACK, in seq
 # order, stopping at the first failure; the sink applies each id once": every file of the kernel folders, with
 # what init_store runs before db.open_db (history.py, the history tables' schema alone; upgrade.py, which looks
@@ -72,6 +72,8 @@ TESTED_ELSEWHERE = {
     "outbox/ops/__init__.py": (("test_layout",), "the operator folder's charter, a docstring"),
     "outbox/export/__init__.py": (("test_layout",), "the exporters' folder's charter, a docstring"),
     "outbox/cli/__init__.py": (("test_outbox_cli",), "the command line folder's charter, a docstring"),
+    "outbox/cli/opargs.py": (("test_outbox_cli_args", "test_outbox_cli_ops", "test_outbox_cli_relay"),
+                             "two argument types, tested through the commands that use them"),
     "sink/core/__init__.py": (("test_layout",), "the sink's kernel folder's charter, a docstring"),
     "outbox/core/errors.py": (("test_outbox_store", "test_outbox_sender", "test_outbox_failures"),
                               "the exception classes, asserted where each is raised"),
@@ -105,6 +107,18 @@ TESTED_ELSEWHERE = {
     "grader/report.py": (("test_grader_classroom",), "every file of --report DIR, read the way its consumer "
                          "reads it"),
     "grader/quiz_questions.py": (("test_grader_quiz", "test_grader_messages_ja"), "the quiz's questions, data"),
+    # The teacher's report (issue 28): the result data and one renderer per format, read from a generated class.
+    "grader/results.py": (("test_grader_teacher", "test_grader_classroom"), "the results every renderer reads"),
+    "grader/render/__init__.py": (("test_grader_teacher",), "the renderers' charter"),
+    "grader/render/csvfile.py": (("test_grader_teacher", "test_grader_classroom"), "class.csv, read with csv"),
+    "grader/render/evidence.py": (("test_grader_classroom", "test_grader_messages_ja"), "the evidence tables"),
+    "grader/render/gradescope.py": (("test_grader_teacher",), "results.json against Gradescope's shape"),
+    "grader/render/jsonfile.py": (("test_grader_classroom",), "--json and the JSON files, against the schema"),
+    "grader/render/junit.py": (("test_grader_classroom",), "junit.xml, read with xml.etree"),
+    "grader/render/page.py": (("test_grader_teacher",), "what the pages share, through the pages"),
+    "grader/render/student.py": (("test_grader_teacher",), "a student's page, parsed with html.parser"),
+    "grader/render/summary.py": (("test_grader_teacher", "test_grader_classroom"), "index.html, parsed with html.parser"),
+    "grader/render/terminal.py": (("test_grader_teacher", "test_grader_classroom"), "the class table on stdout"),
 }
 # Test modules about several modules at once, named for what they cover.
 ABOUT_SEVERAL = {
@@ -118,6 +132,7 @@ ABOUT_SEVERAL = {
     "test_grade_mutants_2": "grade.py against mutants of the whole kit, a third of them each",
     "test_grade_mutants_3": "grade.py against mutants of the whole kit, a third of them each",
     "test_grader_corpus": "grader/corpus as a whole: its outcomes, and the seeds and classes of every family",
+    "test_grader_teacher": "the teacher's report: summary, student pages, points, Gradescope, partial, resumed, sharded runs",
     "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",
     "test_install": "backend/: outbox-kit.pyz (`make zipapp`) run from another folder, with nothing installed",
     "test_install_slow": "backend/: `pip install .` offline with the kit's own build backend, and the wheel",
@@ -510,6 +525,26 @@ class TestsByBehaviourTest(unittest.TestCase):
                 relpath = "tests/%s.py" % name
                 found.extend("%s:%d" % (relpath, line) for line in clock_assertions(parse(relpath)))
         self.assertEqual(found, [], "wait on a condition, or move the bound to a *_slow module")
+
+    def test_socket_functions_are_patched_only_where_contributing_says_and_sqlite3_never(self):
+        """Issue 22: CONTRIBUTING.md's "Tests" lists each patch of the socket module; this keeps that list true."""
+        patch = re.compile(r"""mock\.patch(?:\.object)?\(\s*(?:["'](socket|sqlite3)\.([\w.]+)["']|(socket|sqlite3)"""
+                           r"""(?:\.\w+)*,\s*["'](\w+)["'])""")
+        found = set()
+        for path in sorted(glob.glob(os.path.join(ROOT, "tests", "**", "*.py"), recursive=True)):
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for match in patch.finditer(text):
+                module, name = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+                found.add((os.path.relpath(path, ROOT).replace(os.sep, "/"), module, name))
+        self.assertEqual(found, {("tests/test_outbox_sender.py", "socket", "getaddrinfo"),
+                                 ("tests/test_outbox_sender.py", "socket", "create_connection"),
+                                 ("tests/test_outbox_sender.py", "socket", "connect"),
+                                 ("tests/test_sink_server.py", "socket", "getfqdn")})
+        with open(os.path.join(ROOT, "CONTRIBUTING.md"), encoding="utf-8") as f:
+            contributing = f.read()
+        for name in ("no_network", "getaddrinfo", "create_connection", "socket.connect", "socket.getfqdn"):
+            self.assertIn(name, contributing)
 
     def test_no_unused_imports_in_the_tests(self):
         found = ["%s:%d %s" % (relpath, line, name) for relpath in source_files("tests")

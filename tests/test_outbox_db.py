@@ -12,7 +12,7 @@ import subprocess
 import sys
 import unittest
 
-from outbox import WrongDatabase, init_store, intake, pending
+from outbox import OutboxError, WrongDatabase, init_store, intake, pending
 from outbox.core import db
 from outbox.ops import operations
 from sink import init_sink, receive, views
@@ -179,6 +179,24 @@ class UnknownVersionIsRefusedUnchangedTest(TempDirTestCase):
     def test_sink(self):
         self.assert_refused_unchanged(init_sink, init_sink, "sink.db")
         self.assert_refused_unchanged(init_sink, views.open_readonly, "sink-ro.db")
+
+
+class LookTest(TempDirTestCase):
+    def test_a_file_it_cannot_read_is_an_outbox_error_not_a_wrong_database_and_stays_unchanged(self):
+        """Issue 22: db.look's docstring names the OutboxError it raises for a file SQLite cannot read at all."""
+        path = self.path("locked.db")
+        holder = sqlite3.connect(path, isolation_level=None)
+        self.addCleanup(holder.close)
+        holder.execute("CREATE TABLE t (x)")
+        holder.execute("BEGIN EXCLUSIVE")  # rollback-journal mode: no other connection may even read
+        before = file_bytes(path)
+        con = sqlite3.connect(path, isolation_level=None, timeout=0)
+        self.addCleanup(con.close)
+        with self.assertRaises(OutboxError) as caught:
+            db.look(con, path, application_id=1, version=1, kind="source")
+        self.assertNotIsInstance(caught.exception, WrongDatabase)
+        self.assertIn("cannot open source DB", str(caught.exception))
+        self.assertEqual(file_bytes(path), before)
 
 
 if __name__ == "__main__":

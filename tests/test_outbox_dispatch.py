@@ -202,8 +202,13 @@ class DispatchTest(TempDirTestCase):
         self.assertEqual(self.sent_flags(), {"a": 0})
 
     def test_without_hooks_it_writes_the_marks_and_nothing_else(self):
-        """Issue 19: no attempt record and no PRAGMA switching of its own: bookkeeping comes through the hooks."""
+        """Issue 19: no attempt record and no PRAGMA switching of its own: bookkeeping comes through the hooks.
+
+        Issue 22: its only PRAGMAs read the synchronous setting on entry and set that same value again
+        before each mark (a hook may have changed it); they never switch it to another value.
+        """
         self.take("a", "b", "c")
+        entry = self.con.execute("PRAGMA synchronous").fetchone()[0]
         statements = []
         self.con.set_trace_callback(statements.append)
         try:
@@ -211,7 +216,9 @@ class DispatchTest(TempDirTestCase):
                 dispatch(self.con, lambda e: e["id"] == "a" or (_ for _ in ()).throw(ConnectionResetError("lost")))
         finally:
             self.con.set_trace_callback(None)
-        words = [statement.split()[0].upper() for statement in statements]
+        pragmas = [statement for statement in statements if statement.split()[0].upper() == "PRAGMA"]
+        self.assertEqual(pragmas, ["PRAGMA synchronous", "PRAGMA synchronous = %d" % entry], statements)
+        words = [statement.split()[0].upper() for statement in statements if statement not in pragmas]
         self.assertEqual(sorted(set(words)), ["BEGIN", "COMMIT", "SELECT", "UPDATE"], statements)
         updates = [statement for statement in statements if statement.split()[0].upper() == "UPDATE"]
         self.assertEqual(len(updates), 1, statements)
@@ -318,6 +325,91 @@ class DispatchCountTest(TempDirTestCase):
 
         self.assertEqual(dispatch(con, send), 1)
         self.assertEqual(dict(con.execute("SELECT event_id, sent FROM outbox")), {"a": 1, "b": 1})
+
+
+class HostileHookTest(TempDirTestCase):
+    """Issue 22: dispatch trusts no hook with the lock or the fsync its guarantee rests on.
+
+    Mutants caught: the check right before each send removed (a hook's open
+    transaction holds the write lock while `send` runs: the second
+    connection in `send` gets "database is locked"); the restore of ``PRAGMA
+    synchronous`` before mark_sent removed (a mark committed with
+    synchronous=OFF, no fsync).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.db_path = self.path("source.db")
+        self.con = init_store(self.db_path)
+        self.addCleanup(self.con.close)
+        for event_id in ("a", "b", "c"):
+            intake(self.con, ev(event_id))
+
+    def send_proving_no_lock(self, sent):
+        def send(event):
+            other = sqlite3.connect(self.db_path, isolation_level=None, timeout=0)
+            try:
+                other.execute("BEGIN IMMEDIATE")  # 'database is locked' if con holds the write lock
+                other.execute("ROLLBACK")
+            finally:
+                other.close()
+            sent.append(event["id"])
+            return True
+        return send
+
+    def test_a_before_send_that_leaves_a_transaction_open_stops_dispatch_before_the_send(self):
+        sent = []
+
+        def before_send(event_id):
+            if event_id == "b":
+                self.con.execute("BEGIN IMMEDIATE")  # and never commits
+
+        with self.assertRaises(ValueError) as caught:
+            dispatch(self.con, self.send_proving_no_lock(sent), before_send=before_send)
+        self.assertIn("'b' was not sent", str(caught.exception))
+        self.assertEqual(sent, ["a"])
+        self.con.execute("ROLLBACK")
+        self.assertEqual(dict(self.con.execute("SELECT event_id, sent FROM outbox")), {"a": 1, "b": 0, "c": 0})
+
+    def test_an_after_delivery_that_leaves_a_transaction_open_gets_nothing_more_sent(self):
+        sent = []
+        opened = []
+
+        def after_delivery(event):
+            if not opened:
+                opened.append(event["id"])
+                self.con.execute("BEGIN")  # a read transaction left open, then mark_sent cannot begin its own
+
+        with self.assertRaises(sqlite3.OperationalError):
+            dispatch(self.con, self.send_proving_no_lock(sent), after_delivery=after_delivery)
+        self.assertEqual(sent, ["a"])
+        self.con.execute("ROLLBACK")
+        self.assertEqual(pending(self.con)[0]["id"], "a")  # acknowledged, not marked: sent again, a duplicate
+
+    def test_every_mark_commits_with_the_synchronous_setting_of_entry_whatever_a_hook_set(self):
+        entry = self.con.execute("PRAGMA synchronous").fetchone()[0]
+        self.assertEqual(entry, 2)  # FULL: what init_store's db.open_db set
+        settings = []  # the synchronous setting as each mark_sent's UPDATE runs
+
+        def lower(*_):
+            self.con.execute("PRAGMA synchronous = OFF")
+
+        def trace(statement):
+            if statement.startswith("PRAGMA synchronous = "):
+                settings.append(statement)
+            elif statement.startswith("UPDATE outbox SET sent = 1"):
+                settings.append("mark")
+
+        self.con.set_trace_callback(trace)
+        try:
+            self.assertEqual(dispatch(self.con, lambda e: lower() or True, before_send=lower, after_delivery=lower), 3)
+        finally:
+            self.con.set_trace_callback(None)
+        marks = [i for i, item in enumerate(settings) if item == "mark"]
+        self.assertEqual(len(marks), 3, settings)
+        for i in marks:
+            self.assertEqual(settings[i - 1], "PRAGMA synchronous = %d" % entry, settings)
+        self.assertEqual(self.con.execute("PRAGMA synchronous").fetchone()[0], entry)
 
 
 if __name__ == "__main__":

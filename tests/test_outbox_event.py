@@ -2,7 +2,8 @@
 import unittest
 
 from outbox import InvalidEvent, validate_event
-from outbox.core.event import canonical, digest, loads_strict
+from outbox.core.event import QUOTE_CHARS, canonical, digest, loads_strict, show
+from outbox.core.sender import check_url
 
 
 class ValidateEventTest(unittest.TestCase):
@@ -66,6 +67,21 @@ class LoadsStrictTest(unittest.TestCase):
     def test_bytes_that_are_not_utf8_are_a_value_error(self):
         with self.assertRaises(ValueError):
             loads_strict(b'{"id": "\xff"}')
+
+
+class QuoteTest(unittest.TestCase):
+    def test_the_kernel_quotes_a_value_by_one_rule_on_both_sides(self):
+        """Issue 22: the event's messages and the sender's cut a long value alike (they had 80 and 120)."""
+        long = ["x" * 500]
+        self.assertEqual(len(show(long)), QUOTE_CHARS + len(" (list)"))
+        self.assertTrue(show(long).endswith("... (list)"))
+        self.assertEqual(show([1]), "[1] (list)")
+        with self.assertRaises(InvalidEvent) as from_event:
+            validate_event({"id": long, "sku": "s", "qty": 1})
+        with self.assertRaises(ValueError) as from_sender:
+            check_url(long)
+        for caught in (from_event, from_sender):
+            self.assertIn("got " + show(long), str(caught.exception))
 
 
 if __name__ == "__main__":

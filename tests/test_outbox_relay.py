@@ -5,12 +5,14 @@ sleeps for real), so backoff waits are read off the clock. Every run is
 bounded in a thread of its own (tests.support.run_relay): a loop that never
 ends fails its test instead of hanging the suite.
 """
+import sqlite3
+import threading
 import unittest
 
 from outbox import init_store, intake_many
 from outbox.ops import operations, relay
 from outbox.core.errors import NoAnswer, UntrustedAck
-from tests.support import TempDirTestCase, run_relay
+from tests.support import DEADLINE, RELAY_DEADLINE, TempDirTestCase, run_relay, wait_until
 
 EPS = 1e-9
 
@@ -312,6 +314,71 @@ class StopTest(RelayTestCase):
     def test_once_delivers_everything_then_returns(self):
         self.assertEqual(self.relay(lambda event: True, limit=2), 3)
         self.assertEqual(self.read(operations.figures)["pending"], 0)
+
+
+class ExactAckTest(RelayTestCase):
+    def test_a_truthy_result_that_is_not_true_is_no_ack_under_the_relay_either(self):
+        """Issue 22: the relay hands dispatch the caller's `send` itself, so only dispatch judges its result."""
+        for result in (1, "ok", [True]):
+            with self.assertRaises(relay.HeadStuck):
+                self.relay(lambda event: result, max_attempts=1)
+            self.assertEqual(self.sent_rows(), 0, "marked sent after send returned %r" % (result,))
+            con = init_store(self.db)
+            con.execute("UPDATE outbox SET permanent_failures = 0")
+            con.close()
+
+
+class BusySourceTest(RelayTestCase):
+    def test_a_lock_held_past_the_busy_timeout_after_an_ack_is_ridden_out(self):
+        """Issue 22: mark_sent's "database is locked" after item-01's ACK fails that round, not the relay.
+
+        Another connection takes the write lock while item-01 is in flight and
+        holds it until the relay has said, once, that the DB is busy (so past
+        the busy timeout, for the mark and for the attempt records after it).
+        Released, the relay sends item-01 again (a duplicate) and marks all.
+        """
+        blocker = sqlite3.connect(self.db, isolation_level=None, check_same_thread=False)
+        self.addCleanup(blocker.close)
+        delivered = []
+
+        def send(event):
+            delivered.append(event["id"])
+            if event["id"] == "item-01" and not blocker.in_transaction and delivered.count("item-01") == 1:
+                blocker.execute("BEGIN IMMEDIATE")
+            return True
+
+        outcome = {}
+        deadline = threading.Event()
+
+        def body():
+            con = init_store(self.db)
+            con.execute("PRAGMA busy_timeout = 200")  # the busy timeout, short for the test
+            try:
+                outcome["result"] = relay.run(con, send, stop=deadline.is_set, limit=16, max_attempts=3,
+                                              base_delay=0.05, max_delay=0.05, once=True, poll=0.0,
+                                              say=self.lines.append, rand=lambda: 0.5)
+            except BaseException as exc:
+                outcome["error"] = exc
+            finally:
+                con.close()
+
+        thread = threading.Thread(target=body, daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: self.said("source DB busy") or not thread.is_alive(), what="the relay's busy line")
+            self.assertTrue(thread.is_alive(), outcome)
+            blocker.execute("ROLLBACK")
+            thread.join(RELAY_DEADLINE)
+        finally:
+            deadline.set()
+            thread.join(DEADLINE)
+        self.assertNotIn("error", outcome)
+        self.assertEqual(outcome["result"], 3)  # item-00 marked before the lock, item-01 and item-02 after
+        self.assertEqual(self.sent_rows(), 3)
+        self.assertEqual(delivered, ["item-00", "item-01", "item-01", "item-02"])
+        self.assertEqual(len(self.said("source DB busy")), 1, self.lines)
+        self.assertEqual(len(self.said("source DB free after")), 1, self.lines)
+        self.assertIn("database is locked", self.said("source DB busy")[0])
 
 
 if __name__ == "__main__":

@@ -180,6 +180,22 @@ class FailLoudTest(CliTestCase):
         self.assert_died_loudly(child, "the reader thread died: ReaderBug: a bug in the reader")
 
 
+class ImportTest(CliTestCase):
+    def test_the_sink_s_command_line_loads_no_operator_code(self):
+        """Issue 22: `python -m sink` shares outbox.cli.args, which must not drag in outbox.ops or the publisher's CLI."""
+        done = subprocess.run(
+            [PYTHON, "-c", "import sys, sink.cli; print(' '.join(sorted(sys.modules)))"],
+            cwd=self.tmp, env=python_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, universal_newlines=True, timeout=DEADLINE,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        loaded = done.stdout.split()
+        self.assertIn("outbox.cli.args", loaded)  # the probe sees what sink.cli imports at all
+        self.assertEqual([name for name in loaded if name == "outbox.ops" or name.startswith("outbox.ops.")], [])
+        self.assertEqual([name for name in loaded if name.startswith("outbox.cli.") and name != "outbox.cli.args"],
+                         [])
+
+
 class UsageTest(CliTestCase):
     def test_bad_arguments_exit_2_with_one_line(self):
         db = self.db_path

@@ -6,17 +6,28 @@ or after the transaction.
 """
 import http.client
 import signal
+import subprocess
 import textwrap
 import unittest
 
 from outbox.core.event import digest
 from sink import faults
 from tests.support import (
-    DEADLINE, EVENT, ServerTestCase, body_of, exchange, outcomes, post, request_bytes, snapshot, stock, wait_until,
+    DEADLINE, EVENT, PYTHON, ROOT, ServerTestCase, body_of, exchange, outcomes, post, python_env, request_bytes, snapshot,
+    stock, wait_until,
 )
 
 
 EVENT_DIGEST = digest(EVENT)
+
+
+class ImportTest(unittest.TestCase):
+    def test_the_server_module_loads_the_fault_code_only_for_a_fault(self):
+        """Issue 22: the claim beside server.py's import, exactly: sink.server alone does not load sink.faults."""
+        code = "import sys, sink.server; print('sink.faults' in sys.modules, 'sink.server' in sys.modules)"
+        done = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=python_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=DEADLINE)
+        self.assertEqual(done.stdout.split(), ["False", "True"], done.stderr)
 
 
 class DropAfterCommitTest(ServerTestCase):

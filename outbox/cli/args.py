@@ -3,15 +3,15 @@
 Each type returns the value or raises argparse.ArgumentTypeError, so a bad
 value is one line and exit status 2 while parsing, before any file is
 opened or any request sent. The rules themselves live with what they guard
-(the sender's URL, loopback host and timeout, the store's batch, the
-quarantine's reason, the retention's durations); these only turn them into
-argparse's terms, so both command lines read every value alike.
+(the sender's URL, loopback host and timeout, the store's batch); these only
+turn them into argparse's terms, so both command lines read every value
+alike. It imports no operator code (outbox.ops): `python -m sink` loads this
+module, and the types that read operator rules are outbox.cli.opargs.
 """
 import argparse
 import re
 
 from ..core import db, store
-from ..ops import operations, retention
 from ..core.sender import check_timeout, check_url, loopback_host
 
 EXIT_USAGE = 2
@@ -100,20 +100,6 @@ def loopback_host_arg(text):
         raise argparse.ArgumentTypeError("must be a loopback address (localhost, 127.x.y.z without leading zeros, "
                                          "or ::1), got %r" % (text,))
     return host
-
-
-def duration_arg(text):
-    try:
-        return retention.parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def reason_arg(text):
-    try:
-        return operations.check_reason(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int(text):

@@ -18,7 +18,8 @@ from ..ops import evidence, operations, relay, retention, sinklook
 from ..export import nagios, prometheus, timestamps
 from .. import __version__
 from ..core import store, upgrade
-from .args import UsageError, count_arg, duration_arg, positive_int, reason_arg, timeout_arg
+from .args import UsageError, count_arg, positive_int, timeout_arg
+from .opargs import duration_arg, reason_arg
 from ..core.errors import OutboxError
 from ..core.event import loads_strict
 

@@ -14,9 +14,10 @@ import time
 from ..ops import failures, relay
 from ..export import prometheus, textfile
 from ..core import store
-from .args import add_durability_flag, duration_arg, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
+from .args import add_durability_flag, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
+from .opargs import duration_arg
 from ..core.errors import OutboxError
-from ..core.sender import send_http
+from ..core.sender import HeldConnection
 
 POLL = 0.5  # seconds between looks at an empty pending line
 EXIT_ALERT = 3
@@ -24,7 +25,8 @@ EXIT_ALERT = 3
 
 def add_command(command):
     """Add `relay` through `command(name, run, help)` (see outbox.cli.main)."""
-    loop = command("relay", run_relay, "deliver continuously: dispatch batches with send_http; ride out a sink "
+    loop = command("relay", run_relay, "deliver continuously: dispatch batches over one held HTTP/1.1 connection "
+                   "(send_http's checks on every request); ride out a sink "
                    "that does not answer (retried for ever, capped backoff with full jitter); alert when the sink "
                    "refuses the head item; SIGTERM or Ctrl-C let the item in flight finish, then exit 0")
     loop.add_argument("--db", required=True, help="existing source DB")
@@ -68,11 +70,14 @@ def run_relay(args):
     def say(line):
         print(line, file=sys.stderr, flush=True)
 
-    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
+    # One HTTP/1.1 connection held across sends (outbox.core.sender.HeldConnection): each send is still
+    # send_http's one request with its checks; the connection is dropped at the first doubt.
+    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con, \
+            HeldConnection(args.url, timeout=args.timeout) as held:
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             relay.run(
-                con, lambda event: send_http(args.url, event, timeout=args.timeout), stop=lambda: bool(stops),
+                con, held.send, stop=lambda: bool(stops),
                 limit=args.limit, max_attempts=args.max_attempts, base_delay=args.base_delay,
                 max_delay=args.max_delay, give_up_after=args.give_up_after, once=args.once, poll=POLL, say=say,
                 on_round=metrics.write, tally=tally)

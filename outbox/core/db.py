@@ -73,8 +73,11 @@ def open_db(path, *, application_id, version, schema, kind, durability="full"):
 def look(con, path, *, application_id, version, kind):
     """True if the file is new (no schema, no stamp); None if it is ours; else WrongDatabase.
 
-    Only reads: nothing may write until the file is known to be ours or known
-    to be empty. Even a WAL switch on a foreign file would change it.
+    A file SQLite cannot read at all (no permission, locked past the busy
+    timeout) raises OutboxError instead, naming the access a writer needs: it
+    says nothing about what the file is. Only reads: nothing may write until
+    the file is known to be ours or known to be empty. Even a WAL switch on a
+    foreign file would change it.
     """
     try:
         found_app = con.execute("PRAGMA application_id").fetchone()[0]
@@ -112,6 +115,16 @@ def _accept_or_create(con, path, *, application_id, version, schema, kind, durab
                 con.execute("PRAGMA user_version = %d" % version)
         if con.execute("PRAGMA application_id").fetchone()[0] != application_id:
             raise WrongDatabase("%r was created as another kind of DB while %s opened it" % (path, kind))
+
+
+def synchronous(con):
+    """The connection's ``PRAGMA synchronous`` setting, an int (2 = FULL, 1 = NORMAL, 0 = OFF)."""
+    return con.execute("PRAGMA synchronous").fetchone()[0]
+
+
+def set_synchronous(con, level):
+    """Set ``PRAGMA synchronous`` to the int `level` (a value `synchronous` returned)."""
+    con.execute("PRAGMA synchronous = %d" % level)  # audit: G15
 
 
 @contextlib.contextmanager

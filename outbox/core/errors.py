@@ -44,7 +44,7 @@ class DeliveryError(OutboxError):
 
 
 class NoAnswer(DeliveryError):
-    """No complete HTTP response: refused, closed, timed out or cut short."""
+    """No complete HTTP response: refused, closed, timed out, or a body shorter than its Content-Length."""
 
     kind = "no-answer"  # audit: G22
 

@@ -15,6 +15,7 @@ _FIELD_SET = frozenset(FIELDS)
 QTY_MIN = 1
 QTY_MAX = 1000000
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\Z")
+QUOTE_CHARS = 120  # longest value (its repr) a kernel message quotes; the sender's body excerpt too
 
 
 def validate_event(event):
@@ -42,11 +43,11 @@ def validate_event(event):
         if not isinstance(value, str) or not _NAME.match(value):  # audit: G1
             raise InvalidEvent(
                 "%s must be a str of 1-64 characters from A-Z a-z 0-9 . _ : - starting "
-                "with a letter or digit, got %s" % (field, _show(value))
+                "with a letter or digit, got %s" % (field, show(value))
             )
     qty = event["qty"]
     if isinstance(qty, bool) or not isinstance(qty, int) or not QTY_MIN <= qty <= QTY_MAX:  # audit: G1
-        raise InvalidEvent("qty must be an int from %d to %d, got %s" % (QTY_MIN, QTY_MAX, _show(qty)))
+        raise InvalidEvent("qty must be an int from %d to %d, got %s" % (QTY_MIN, QTY_MAX, show(qty)))
     return {"id": event["id"], "sku": event["sku"], "qty": int(qty)}
 
 
@@ -87,12 +88,16 @@ def loads_strict(data):
 def _unique_keys(pairs):
     keys = [key for key, _ in pairs]
     if len(set(keys)) != len(keys):
-        raise ValueError("repeated key in a JSON object: %s" % _show(keys))
+        raise ValueError("repeated key in a JSON object: %s" % show(keys))
     return dict(pairs)
 
 
-def _show(value):
+def clip(value):
+    """repr(value), cut to QUOTE_CHARS: the kernel's one rule for quoting a value in a message."""
     text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return "%s (%s)" % (text, type(value).__name__)
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS - 3] + "..."
+
+
+def show(value):
+    """clip(value) with its type: "True (bool)"."""
+    return "%s (%s)" % (clip(value), type(value).__name__)

@@ -77,10 +77,10 @@ def bookkeeping(con):
     attempt would double the cost of every delivery. The connection's own
     setting is read first and restored afterwards, whatever it was.
     """
-    previous = con.execute("PRAGMA synchronous").fetchone()[0]
-    con.execute("PRAGMA synchronous = %d" % min(previous, 1))  # 1 = NORMAL; never raise OFF to NORMAL
+    previous = db.synchronous(con)
+    db.set_synchronous(con, min(previous, 1))  # 1 = NORMAL; never raise OFF to NORMAL
     try:
         with db.transaction(con):
             yield con
     finally:
-        con.execute("PRAGMA synchronous = %d" % previous)  # audit: G38
+        db.set_synchronous(con, previous)  # audit: G38

@@ -9,7 +9,7 @@ from ..core.errors import DeliveryError, NotAcknowledged
 
 # kind -> what it means, in the words of the alert and `evidence`.
 KINDS = {
-    "no-answer": "no answer from the sink (refused, closed, timed out or cut short)",
+    "no-answer": "no answer from the sink (refused, closed, timed out, or a body shorter than its Content-Length)",
     "server-error": "the sink answered 5xx",
     "conflict": "the sink answered 409: it holds another payload for this id",
     "rejected": "the sink refused the request (a 4xx, a redirect or another status)",

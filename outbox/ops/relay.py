@@ -7,8 +7,11 @@ answer, a 5xx) is retried for ever with capped, jittered backoff, or until
 `give_up_after`; a permanent one (the sink refused the head item) counts
 toward `max_attempts`, then the alert. It stops on a flag that only a signal
 handler sets, every wait is cut into short slices so the flag is seen, and
-it prints nothing: its lines go to the caller's `say`.
+it prints nothing: its lines go to the caller's `say`. A source DB whose
+write lock another connection holds past the busy timeout fails only that
+round: the relay waits with the same backoff and tries again.
 """
+import sqlite3
 import time
 
 from . import attempts, backoff, failures, operations
@@ -97,44 +100,61 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
     """
     kwargs = {} if rand is None else {"rand": rand}
     tally = Tally() if tally is None else tally
-    acked = []  # ids acknowledged in the current batch; dispatch marks each before its next send
+    # The current batch, counted through dispatch's hooks so that `send` reaches dispatch unchanged
+    # (its result is dispatch's to judge): "acked", ACKs seen; "marked", the ACKs before this
+    # before_send, each of them marked by dispatch before it moved on.
+    batch = {"acked": 0, "marked": 0}
     recording = attempts.hooks(con)
 
     def before_send(event_id):
+        batch["marked"] = batch["acked"]
         # The stop is looked at first: a stop is not an attempt, and leaves the record as it was.
         if stop():  # audit: G40
             raise Stopping("relay stopping: %r not sent" % (event_id,))
         recording["before_send"](event_id)
-
-    def counted_send(event):
         tally.attempts += 1
-        result = send(event)
-        if result is True:
-            acked.append(event["id"])
-        return result
+
+    def after_delivery(event):
+        batch["acked"] += 1
 
     progress = _Progress(con, say, clock, tally)
     outage = _Outage(con, say, clock, max_delay, give_up_after)
+    busy = _Busy(say, clock)
     sent_before = tally.sent
     failed_rounds = 0  # in a row: the backoff's attempt number
     try:
         while not stop():
             _check_head(con, max_attempts)
-            del acked[:]
+            batch["acked"] = batch["marked"] = 0
             try:
-                marked = dispatch(con, counted_send, limit, before_send=before_send,
+                marked = dispatch(con, send, limit, before_send=before_send, after_delivery=after_delivery,
                                   on_failure=recording["on_failure"])
             except Stopping:
-                tally.sent += len(acked)  # the batch's items before the stop: acked, then marked
+                tally.sent += batch["marked"]  # the batch's items before the stop: acked, then marked
                 break
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                # Another connection held the write lock past the busy timeout, in mark_sent after an ACK
+                # (that item stays pending: sent again, a duplicate the inbox absorbs) or in an attempt record.
+                tally.sent += batch["marked"]
+                failed_rounds = 1 if batch["acked"] else failed_rounds + 1
+                if batch["acked"]:
+                    outage.answered()  # the sink ACKed: whatever the DB did, it answers
+                busy.locked(exc)
+                progress.maybe(tally)
+                on_round(tally)
+                _wait(backoff.delay(failed_rounds, base_delay, max_delay, **kwargs), stop, clock)
+                continue
             except (DeliveryError, NotAcknowledged) as exc:
-                tally.sent += len(acked)  # every ACK before the failure was marked before the next send  # audit: G42
+                tally.sent += batch["marked"]  # every ACK before the failure was marked before the next send  # audit: G42
                 kind = failures.kind_of(exc)
                 tally.failures[kind] = tally.failures.get(kind, 0) + 1
-                failed_rounds = 1 if acked else failed_rounds + 1  # an ACK breaks the run of failures  # audit: G41
+                failed_rounds = 1 if batch["acked"] else failed_rounds + 1  # an ACK breaks the run of failures  # audit: G41
                 wait = backoff.delay(failed_rounds, base_delay, max_delay, **kwargs)
+                busy.free()
                 if failures.is_transient(kind):  # audit: G39
-                    if acked:
+                    if batch["acked"]:
                         outage.answered()  # the sink took part of the batch before it went quiet
                     wait = outage.silent(exc, wait)
                 else:
@@ -147,6 +167,7 @@ def run(con, send, *, stop, limit, max_attempts, base_delay, max_delay, once, po
             tally.sent += marked
             tally.last_success = clock.now()
             failed_rounds = 0
+            busy.free()
             outage.answered()
             progress.maybe(tally)
             on_round(tally)
@@ -177,6 +198,30 @@ def _refused(con, say, kind, max_attempts):
         say("relay: the sink refused head item %r (seq %d): %s, %d of %d before the alert" % (
             head["id"], head["seq"], kind, head["permanent_failures"], max_attempts))
     _check_head(con, max_attempts)
+
+
+def _is_busy(error):
+    """True for SQLite's lock time-out ("database is locked"), which the relay rides out; no other error."""
+    return str(error).startswith("database is locked")
+
+
+class _Busy:
+    """The source DB's write lock held elsewhere: one line when a spell of time-outs starts, one when it ends."""
+
+    def __init__(self, say, clock):
+        self.say, self.clock = say, clock
+        self.since = None  # clock.monotonic() at the first time-out of the spell, while it lasts
+
+    def locked(self, error):
+        if self.since is None:
+            self.since = self.clock.monotonic()
+            self.say("relay: source DB busy (%s): another connection holds its write lock past the busy "
+                     "timeout; nothing is lost, retrying with backoff" % (error,))
+
+    def free(self):
+        if self.since is not None:
+            self.say("relay: source DB free after %.1f s" % (self.clock.monotonic() - self.since))
+            self.since = None
 
 
 class _Outage:
