@@ -80,5 +80,65 @@ class SlowReaderTest(ServerTestCase):
         self.assertGreater(size, 4 << 20)
         self.assertTrue(last.endswith(b'sink_inventory_qty{sku="sku-%06d"} 1\n' % (self.SKUS - 1)), last[-200:])
 
+    def test_a_kept_connection_is_finished_by_the_reader_and_only_then_read_again(self):
+        # Keep-alive (issue 27) must not bring back a worker held by a slow reader (issue 29): the part of a kept
+        # answer the client leaves is written by the reader thread, and the connection carries the next request
+        # only once that answer is out whole.
+        self.big_inventory()
+        timeout = 20.0
+        port = self.port(timeout=timeout)
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as first:
+            first.sendall(KEPT_METRICS)  # the first snapshot, so that every reader below gets a 200
+            self.assertEqual(read_whole_answer(first)[0], "HTTP/1.1 200 OK")
+        slow = []
+        self.addCleanup(lambda: [sock.close() for sock in slow])  # before the server stops (cleanups run LIFO)
+        for _ in range(WORKERS + 1):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            slow.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(KEPT_METRICS)
+        started = time.monotonic()
+        status, _, answer = post(port, body_of(EVENT))
+        taken = time.monotonic() - started
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        self.assertLess(taken, timeout / 2, "the honest POST waited %.2fs behind kept readers that do not read" % taken)
+        slow[0].settimeout(timeout)
+        status, headers, body = read_whole_answer(slow[0])
+        self.assertEqual((status, headers.get("connection")), ("HTTP/1.1 200 OK", "keep-alive"))
+        self.assertTrue(body.endswith(b'sink_inventory_qty{sku="sku-%06d"} 1\n' % (self.SKUS - 1)), body[-200:])
+        event = dict(EVENT, id="kept-after-metrics")
+        data = body_of(event)
+        slow[0].sendall(b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        b"Connection: keep-alive\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
+        status, headers, body = read_whole_answer(slow[0])
+        self.assertEqual((status, headers.get("connection")), ("HTTP/1.1 200 OK", "keep-alive"))
+        self.assertIn(b'"kept-after-metrics"', body)
+
+
+KEPT_METRICS = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n"
+
+
+def read_whole_answer(sock):
+    """One answer from `sock` read to its last byte by its Content-Length, no further: (status line, headers, body)."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(1)  # byte by byte: nothing past the head is read here
+        if not chunk:
+            raise AssertionError("the sink closed before a complete head: %r" % head[-200:])
+        head += chunk
+    lines = head.decode("latin-1").split("\r\n")[:-2]
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    left = int(headers["content-length"])
+    body = bytearray()
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise AssertionError("the sink closed %d bytes before the end of its answer" % left)
+        body += chunk
+        left -= len(chunk)
+    return lines[0], headers, bytes(body)
+
+
 if __name__ == "__main__":
     unittest.main()
