@@ -50,12 +50,16 @@ class SlowReaderTest(ServerTestCase):
         finally:
             con.close()
 
-    def test_readers_that_never_read_a_large_answer_hold_no_worker(self):
-        # More slow readers than workers, each asking for an answer larger than the kernel will buffer:
-        # a worker that waited on them left the POST waiting for the request timeout.
-        self.big_inventory()
-        timeout = 20.0
-        port = self.port(timeout=timeout)
+    def assert_an_honest_post_is_not_held(self, port, timeout):
+        """A POST while the slow readers read nothing: ACKed, and far sooner than a held worker's `timeout`."""
+        started = time.monotonic()
+        status, _, answer = post(port, body_of(EVENT))
+        taken = time.monotonic() - started
+        self.assertEqual((status, answer["result"]), (200, "applied"))
+        self.assertLess(taken, timeout / 2, "the honest POST waited %.2fs behind readers that do not read" % taken)
+
+    def slow_readers(self, port, request):
+        """WORKERS + 1 clients that send `request` and read nothing (4 KiB receive buffers); closed before the server."""
         slow = []
         self.addCleanup(lambda: [sock.close() for sock in slow])  # before the server stops (cleanups run LIFO)
         for _ in range(WORKERS + 1):
@@ -63,12 +67,17 @@ class SlowReaderTest(ServerTestCase):
             slow.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", port))
-            sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-        started = time.monotonic()
-        status, _, answer = post(port, body_of(EVENT))
-        taken = time.monotonic() - started
-        self.assertEqual((status, answer["result"]), (200, "applied"))
-        self.assertLess(taken, timeout / 2, "the honest POST waited %.2fs behind readers that do not read" % taken)
+            sock.sendall(request)
+        return slow
+
+    def test_readers_that_never_read_a_large_answer_hold_no_worker(self):
+        # More slow readers than workers, each asking for an answer larger than the kernel will buffer:
+        # a worker that waited on them left the POST waiting for the request timeout.
+        self.big_inventory()
+        timeout = 20.0
+        port = self.port(timeout=timeout)
+        slow = self.slow_readers(port, b"GET /metrics HTTP/1.0\r\n\r\n")
+        self.assert_an_honest_post_is_not_held(port, timeout)
         slow[0].settimeout(timeout)
         size = 0
         while True:  # a slow reader that reads at last gets the whole answer
@@ -90,19 +99,8 @@ class SlowReaderTest(ServerTestCase):
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as first:
             first.sendall(KEPT_METRICS)  # the first snapshot, so that every reader below gets a 200
             self.assertEqual(read_whole_answer(first)[0], "HTTP/1.1 200 OK")
-        slow = []
-        self.addCleanup(lambda: [sock.close() for sock in slow])  # before the server stops (cleanups run LIFO)
-        for _ in range(WORKERS + 1):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            slow.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.connect(("127.0.0.1", port))
-            sock.sendall(KEPT_METRICS)
-        started = time.monotonic()
-        status, _, answer = post(port, body_of(EVENT))
-        taken = time.monotonic() - started
-        self.assertEqual((status, answer["result"]), (200, "applied"))
-        self.assertLess(taken, timeout / 2, "the honest POST waited %.2fs behind kept readers that do not read" % taken)
+        slow = self.slow_readers(port, KEPT_METRICS)
+        self.assert_an_honest_post_is_not_held(port, timeout)
         slow[0].settimeout(timeout)
         status, headers, body = read_whole_answer(slow[0])
         self.assertEqual((status, headers.get("connection")), ("HTTP/1.1 200 OK", "keep-alive"))
