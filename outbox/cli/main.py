@@ -17,6 +17,7 @@ import sys
 
 from ..ops import attempts, operations
 from . import ops as cli_ops
+from .. import batch as intake_batch
 from ..core import store
 from .args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
 from ..core.dispatch import dispatch
@@ -123,7 +124,7 @@ def _intake_file(args):
             if con is None:
                 con = store.init_store(args.db, durability=args.durability)
             try:
-                store.intake_many(con, [event for _, event in batch])
+                intake_batch.intake_many(con, [event for _, event in batch])
             except OutboxError as exc:  # a Conflict: an id already taken in, or twice in the batch, with another payload
                 print("%s: error: %s lines %d-%d: %s" % (PROG, name, batch[0][0], batch[-1][0], exc), file=sys.stderr)
                 print("%s: took in %d event(s) in %d transaction(s); nothing of that batch or after it"
