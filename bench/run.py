@@ -55,6 +55,8 @@ SMALL_SENT = 1000
 MEMORY_SMALL, MEMORY_LARGE = 1000, 100000
 MEMORY_CAP_S = 6.0
 CHILD_START_S = 15.0
+FLOOD_S = 2.0  # seconds of each /metrics or /health flood
+CHURN_S = 5.0  # seconds of each churn round
 RESULTS = os.path.join(ROOT, "bench", "results.json")
 
 
@@ -461,6 +463,43 @@ def http_row(figure, name, ours_address, base_address, rounds, *, goal_tail=True
     return row(figure, "events/s", measured, goal="ratio >= 0.9; p99/p50 <= 1.5x baseline's", met=met, note=note)
 
 
+def metrics_flood_row(tmp, rounds):
+    """Honest ACKs' p99 under a GET /metrics flood (3,000 skus, slow readers) against the same flood on /health."""
+    from tests.torture import flood  # the flood of issue 29, shared with tests/test_sink_server_flood_slow.py
+
+    results = {"/metrics": [], "/health": []}
+
+    def one(path, tag):
+        result = flood.run_flood(os.path.join(tmp, "flood-%s-%s" % (path.strip("/"), tag)), path=path,
+                                 seconds=FLOOD_S * (WARMUP if tag == "warm" else 1))
+        if tag != "warm":
+            results[path].append(result)
+        return flood.p99(result.acks) if result.acks else float("inf")
+
+    measured = interleave(lambda tag: one("/metrics", tag), lambda tag: one("/health", tag), rounds)
+    worst = max(measured[0])
+    lost = sum(result.lost for result in results["/metrics"])
+    note = "p99 of honest ACKs, s: /metrics flood %s, /health flood %s; %d lost under /metrics" % (
+        ", ".join("%.3f" % v for v in measured[0]), ", ".join("%.3f" % v for v in measured[1]), lost)
+    return row("honest ACK p99 under a /metrics flood (3,000 skus) vs a /health flood", "s", measured,
+               goal="p99 < 1 s in every round, none lost", met=worst < 1.0 and lost == 0, note=note)
+
+
+def churn_cpu_row(tmp, rounds):
+    """The sink's CPU per 10 s of connection churn at the default cap, against issue 9's budget of 0.5 s."""
+    from tests.torture import churn  # the churn of issue 17, run by tests/test_sink_server_churn_slow.py too
+
+    values = []
+    for n in range(rounds):
+        result = churn.run_churn(os.path.join(tmp, "churn-%d" % n), cap=64, seconds=CHURN_S, cpu_budget=None)
+        values.append(result.cpu_per_10s)
+    budget = churn.CPU_PER_10S
+    measured = (values, [budget] * len(values), [v / budget for v in values])
+    return row("sink CPU per 10 s of churn at the default cap, vs the budget", "s", measured,
+               goal="ratio < 1 (under %g s per 10 s)" % budget, met=max(values) < budget,
+               note="measured here, not in the test suite: a CPU budget depends on what else the machine runs")
+
+
 def pending_source(path, prefix, count):
     """A source DB at `path` holding `count` pending events, for the kit's side of a delivery row."""
     con = init_store(path)
@@ -849,6 +888,8 @@ def main(argv=None):
         step("grade", lambda: grade_row(args.rounds))
         step("class", lambda: class_row(tmp))
         step("memory", lambda: memory_row(tmp, children["sink"]))
+        step("metrics flood", lambda: metrics_flood_row(tmp, args.rounds))
+        step("churn CPU", lambda: churn_cpu_row(tmp, args.rounds))
     finally:
         for child in children.values():
             child.stop()

@@ -33,6 +33,8 @@ from .text import shown
 from .wrap import columns, wrap  # noqa: F401 (the help's, the report's and tests')
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
+if not os.path.isfile(REFERENCE):  # installed (pip, outbox-kit.pyz): the wheel keeps it beside the grader
+    REFERENCE = os.path.join(ROOT, "grader", "worker_reference.py")
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_JOBS = 8  # steps mostly wait on fsync and on each other, not on a core
 MAX_POINTS = 1000  # per check, in --points FILE

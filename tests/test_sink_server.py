@@ -41,6 +41,17 @@ from tests.support import (
 EVENT_DIGEST = digest(EVENT)
 
 
+def get_metrics(port, timeout):
+    """GET /metrics on its own connection: (the response, its body as text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        return response, response.read().decode("utf-8")
+    finally:
+        conn.close()
+
+
 class AnswerTest(ServerTestCase):
     def test_binding_makes_no_name_lookup(self):
         # http.server's own server_bind asks socket.getfqdn: a reverse DNS query for 127.x.
@@ -62,13 +73,7 @@ class AnswerTest(ServerTestCase):
         post(port, body_of(EVENT))
         post(port, body_of(EVENT))
         post(port, body_of(dict(EVENT, qty=4)))
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
-        try:
-            conn.request("GET", "/metrics")
-            response = conn.getresponse()
-            text = response.read().decode("utf-8")
-        finally:
-            conn.close()
+        response, text = get_metrics(port, DEADLINE)
         self.assertEqual(response.status, 200)
         self.assertTrue(response.getheader("Content-Type").startswith("text/plain; version=0.0.4"))
         samples = parse_prometheus(text)
@@ -862,6 +867,32 @@ class ForeignStoreTest(ServerTestCase):
         for t in threads:
             t.join(DEADLINE)
         self.assertEqual(most, [1])
+
+    def test_the_store_thread_runs_only_receive_metrics_answer_while_it_is_held(self):
+        # The kit's own store with a receive that holds the store thread: /metrics and /health answer all the
+        # same, from the workers' own read-only connections, and the held POST then gets its digest.
+        entered, release = threading.Event(), threading.Event()
+
+        def held_receive(con, event):
+            entered.set()
+            release.wait(DEADLINE)
+            return receive(con, event)
+
+        port = self.port(receive=held_receive)
+        posted = []
+        poster = threading.Thread(target=lambda: posted.append(post(port, body_of(EVENT))))
+        poster.start()
+        try:
+            self.assertTrue(entered.wait(DEADLINE))
+            for _ in range(3):
+                response, text = get_metrics(port, SHORT)
+                self.assertEqual(response.status, 200, text)
+                self.assertIn("sink_deliveries_total", text)
+        finally:
+            release.set()
+            poster.join(DEADLINE)
+        self.assertEqual(posted[0][0], 200, posted)
+        self.assertEqual(posted[0][2]["digest"], EVENT_DIGEST)
 
     def test_invalid_events_never_reach_receive(self):
         calls = []

@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 
 from ..ops import failures, relay
 from ..export import prometheus, textfile
@@ -121,12 +122,13 @@ class _MetricsFile:
     def __init__(self, path):
         self.path = path
         self.failing = False
+        self.started = time.time()  # so a relay that never had a failure-free round still has a gauge to alert on
 
     def write(self, tally, first=False):
         if self.path is None:
             return
         try:
-            textfile.replace(self.path, render_relay(tally))
+            textfile.replace(self.path, render_relay(tally, started=self.started, written=time.time()))
         except OSError as exc:
             if first:
                 raise OSError("--metrics-file %r cannot be written: %s" % (self.path, exc)) from None
@@ -140,8 +142,15 @@ class _MetricsFile:
         self.failing = False
 
 
-def render_relay(tally):
-    """`tally` (relay.Tally) in the Prometheus text format: three counters and one gauge."""
+def render_relay(tally, *, started=None, written=None):
+    """`tally` (relay.Tally) in the Prometheus text format: three counters and three gauges.
+
+    `started` and `written` (Unix times: the relay's start, this file's
+    writing) are there from the first round, so an alert reading them can
+    never go dead: a relay that never succeeded still says when it started,
+    and a file no one rewrites any more (a dead relay whose last file the
+    collector keeps serving) grows old.
+    """
     lines = prometheus.family("outbox_relay_sent_total", "counter", "Items this relay marked sent after a "
                               "verified ACK, since it started.", [({}, tally.sent)])
     lines += prometheus.family("outbox_relay_attempts_total", "counter", "Sends this relay started, since it "
@@ -153,4 +162,10 @@ def render_relay(tally):
     lines += prometheus.family(
         "outbox_relay_last_success_timestamp_seconds", "gauge", "Unix time of the relay's last round without a "
         "failure (absent before the first).", [({}, tally.last_success)])
+    lines += prometheus.family(
+        "outbox_relay_started_timestamp_seconds", "gauge", "Unix time this relay started (OutboxRelaySilent reads "
+        "it until the first round without a failure).", [({}, started)])
+    lines += prometheus.family(
+        "outbox_relay_textfile_timestamp_seconds", "gauge", "Unix time the relay wrote this file (after every "
+        "round): an old one means a relay that is dead or stuck.", [({}, written)])
     return "\n".join(lines) + "\n"
