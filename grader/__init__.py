@@ -10,4 +10,4 @@ report.py writes --report DIR; messages.py holds every line printed for a person
 command line. Nothing here is imported by outbox/ or sink/.
 """
 
-__version__ = "3.0.0"
+__version__ = "4.0.0"
