@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: test test-all grade bench torture mutate-ops
+.PHONY: test test-all grade bench torture mutate-ops zipapp
 test:
 	$(PYTHON) tests/run.py
 
@@ -22,3 +22,7 @@ torture:
 # issue 18: mutants of the operator code against the tests that cover them (minutes; not in make test or CI)
 mutate-ops:
 	$(PYTHON) tests/mutate_ops.py
+
+# issue 29: one file for hosts without pip: python3 outbox-kit.pyz outbox|sink|grade ...
+zipapp:
+	$(PYTHON) backend/kitbuild.py zipapp outbox-kit.pyz

@@ -32,18 +32,24 @@ if sys.version_info < MINIMUM:  # audit: G50
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # grading writes nothing under the kit's folder, no __pycache__ either
 
-if __name__ == "__main__":
+
+def main():
+    """The grader's command line, or (with --role) one of its children; the exit status. `outbox-grade` runs this."""
     if sys.argv[1:2] == ["--role"]:  # audit: G51
         # A child of the grader: its supervisor stays in contain.enter(); the worker's process, its
         # limits set, returns from it to the child side, which is the only code that loads the worker.
         from grader import contain  # noqa: E402
         argv = contain.enter(sys.argv[2:])
         from grader.worker_side.main import main as child_main  # noqa: E402
-        sys.exit(child_main(argv))
-    from grader.cli import main  # noqa: E402  (only after the version check)
+        return child_main(argv)
+    from grader.cli import main as grade_main  # noqa: E402  (only after the version check)
     try:
-        sys.exit(main())
+        return grade_main()
     except BrokenPipeError:  # noqa: F821  (a Python 3 name; 2.7 never gets here)
-        # `python grade.py | head`: the reader left; the checks and clean-up already ran.
+        # `python3 grade.py | head`: the reader left; the checks and clean-up already ran.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)  # audit: G58
+        return 0  # audit: G58
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,10 +9,10 @@
 （キット独自の追加分、durability=、require_digest=、before_send=、on_failure=、intake_many は、
 契約に含まれません）。
 採点ツールはDBを自分で読むので、次のテーブルを守ってください。
-受付DB（source DB）: `orders(id, ...)` と `outbox(seq, event_id, payload, sent, ...)`。
+受付DB（source DB）：`orders(id, ...)` と `outbox(seq, event_id, payload, sent, ...)`。
 `sent` は0か1、`seq` は INTEGER PRIMARY KEY AUTOINCREMENT（再利用しません）、`payload` は
 イベントのJSON（id・sku・qtyを持つオブジェクト1つ）です。
-倉庫DB（sink DB）: `inbox(event_id, ...)`、`inventory(sku, qty)`（skuごとに1行）、
+倉庫DB（sink DB）：`inbox(event_id, ...)`、`inventory(sku, qty)`（skuごとに1行）、
 `deliveries(event_id, outcome, ...)`。`deliveries` は配信1回につき1行で、到着順に並びます。
 両方のDBをWALモードにし、返す接続はどれも synchronous=FULL か EXTRA にします。
 例外はクラス名で判定します。DeliveryError、Conflict、WrongDatabase という名前のクラスを
@@ -24,7 +24,7 @@ examples/worker_stub.py と同じもので、docstringだけを日本語にし�
 
 
 def validate_event(event):
-    """キーがちょうど id・sku・qty の新しいdictを返します。不正なら、フィールド名を示す ValueError を送出します。
+    """キーがちょうど id・sku・qty の新しいdictを返します。無効なら、フィールド名を示す ValueError を送出します。
 
     id と sku: A-Z a-z 0-9 . _ : - からなる1–64文字のstrで、先頭は英字か数字。
     qty: 1から1,000,000までのint。boolは、ここではintとして認めません。
@@ -41,7 +41,7 @@ def init_store(path):
     隣に -wal のない0バイトのファイル、テーブルのないSQLiteファイルのことです。それ以外で、
     あなたの受付DBではないファイル（倉庫DB、テキストファイル、別のアプリケーションのDB）には
     WrongDatabase という名前の例外クラスを送出し、ファイルとその -wal を1バイトも変えずに
-    残します。PRAGMAひとつでも、書き込む前にまず中身を確かめてください。相手側がまだDBを
+    残します。何かを書き込む前に（PRAGMAの設定も書き込みです）まず中身を確かめてください。相手側がまだDBを
     開いていて、テーブルが -wal にしかないこともあります。SQLiteを通して（mode=ro）確かめ、
     ファイルの大きさや immutable=1 で判断してはいけません。
     """
@@ -121,7 +121,7 @@ def init_sink(path):
 
 
 def receive(con, event):
-    """イベントを高々1回だけ適用し、"applied" か "duplicate" そのものを返します。
+    """イベントを最大1回だけ適用し、"applied" か "duplicate" そのものを返します。
 
     まず検証します。無効なイベントは ValueError を送出し、何も書き込みません。
     すべてを1つのトランザクションで行います。新しいIDなら、そのskuの在庫にqtyを加え（同じskuの

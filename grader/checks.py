@@ -17,7 +17,7 @@ import sqlite3
 
 from . import common
 from . import corpus
-from .common import SNACK, Fail, bounded, expect, msg, read_only
+from .common import SNACK, Fail, bounded, closed_port, expect, msg, read_only
 from .corpus import checks as corpus_checks
 from .remote import Handle, RemoteError
 
@@ -212,9 +212,11 @@ def check_stop_on_first_failure(impl, db):
     expect(calls == ["A", "B"], msg("stop.calls"), msg("stop.called", ids=repr(calls)))
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 0, "C": 0}, msg("stop.flags"), msg("sent-flags", flags=repr(flags)))
+    first_calls, first_flags = list(calls), ", ".join("%s=%d" % item for item in sorted(flags.items()))
     del calls[:]
     marked = impl.dispatch(con, lambda e: calls.append(e["id"]) or True)
     expect(calls == ["B", "C"], msg("stop.resumes"), msg("stop.sent", ids=repr(calls)))
+    resumed = list(calls)
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 1, "C": 1} and marked == 2, msg("stop.all-sent"),
            msg("stop.flags-returned", flags=repr(flags), marked=repr(marked)))
@@ -235,7 +237,8 @@ def check_stop_on_first_failure(impl, db):
     expect(exc is hook_error, msg("stop.after-same-error"), msg("stop.other-error", error=describe(exc)))
     expect(calls == ["D"] and flags.get("E") == 0, msg("stop.after-stops"),
            msg("stop.flags-called", flags=repr(flags), ids=repr(calls)))
-    return msg("stop-on-first-failure.passed"), msg("as-expected")
+    return msg("stop-on-first-failure.passed"), msg("stop.observed", first_calls=", ".join(first_calls),
+                                                    flags=first_flags, resumed=", ".join(resumed))
 
 
 LOCK_BATCH = ("first", "second", "third")
@@ -544,16 +547,6 @@ def check_url_rule(impl, db, seed=corpus.DEFAULT_SEED):
     finally:
         trap.close()
     return msg("url-rule.passed", count=count), msg("corpus.passed", count=count, seed=seed)
-
-
-def closed_port():
-    """A loopback port that nothing listens on (bound, then released): a connection to it is refused."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-    finally:
-        probe.close()
 
 
 @in_process

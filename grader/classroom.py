@@ -8,7 +8,6 @@ not compile is graded without a child at all. Never imports the worker.
 """
 import collections
 import concurrent.futures
-import glob
 import os
 import sys
 import time
@@ -17,8 +16,8 @@ import traceback
 from .common import QUERY_S, Fail, describe, interrupted, msg
 from .messages import render, text
 from .parent import PROCESSES, Grader
-from .report import printable
-from .text import data
+from .results import skipped_entry
+from .text import data, shown
 
 Worker = collections.namedtuple("Worker", "name path")
 TICK = 1.0  # seconds between two refreshes of the live progress line
@@ -29,22 +28,29 @@ class UsageError(Exception):
 
 
 def find_workers(paths):
-    """The workers named by --impl: files, and directories (*.py in it, */worker.py one level down), sorted.
+    """The workers named by --impl (see find_class), without the entries that were not graded."""
+    return find_class(paths)[0]
 
-    Each worker is named by its file's stem, or by its folder if the file is
-    a worker.py (found in a folder, or named directly: the same name either
-    way); two with the same name are a UsageError, as are a missing path and
-    a file not ending in .py.
+
+def find_class(paths):
+    """(workers, skipped) named by --impl: files, and directories (*.py in it, */worker.py one level down).
+
+    Workers are sorted, each named by its file's stem, or by its folder if
+    the file is a worker.py (found in a folder, or named directly: the same
+    name either way); two with the same name are a UsageError, as are a
+    missing path and a file not ending in .py. Every other entry of a
+    directory is in `skipped` (results.skipped_entry) with the reason it was
+    not graded: nothing in a class folder is left out silently.
     """
-    workers = []
+    workers, skipped = [], []
     for given in paths:
         path = os.path.abspath(given)
         if os.path.isdir(path):
-            found = glob.glob(os.path.join(path, "*.py")) + glob.glob(os.path.join(path, "*", "worker.py"))
-            found = sorted(Worker(name_of(p), p) for p in found if os.path.isfile(p))
+            found, left = scan(path)
             if not found:
                 raise UsageError(msg("usage.empty-dir", path=path))
             workers.extend(found)
+            skipped.extend(left)
         elif not os.path.isfile(path):
             raise UsageError(msg("usage.no-impl", path=path))
         elif not path.endswith(".py"):
@@ -56,7 +62,28 @@ def find_workers(paths):
         if worker.name in seen:
             raise UsageError(msg("usage.duplicate", name=worker.name, first=seen[worker.name], second=worker.path))
         seen[worker.name] = worker.path
-    return workers
+    return workers, skipped
+
+
+def scan(folder):
+    """A class folder's workers (sorted) and its other entries, each with the reason it is not one."""
+    found, left = [], []
+    for entry in sorted(os.listdir(folder)):
+        path = os.path.join(folder, entry)
+        candidate = os.path.join(path, "worker.py") if os.path.isdir(path) else path
+        if os.path.islink(candidate) and not os.path.exists(candidate):
+            reason = "skip.dangling"
+        elif os.path.isfile(candidate):
+            reason = None if candidate.endswith(".py") else "skip.not-py"
+        elif os.path.lexists(candidate):
+            reason = "skip.not-file"  # a FIFO (opening it would block), a socket, a device
+        else:
+            reason = "skip.no-worker"
+        if reason is None:
+            found.append(Worker(name_of(candidate), candidate))
+        else:
+            left.append(skipped_entry(candidate if reason != "skip.no-worker" else path, msg(reason)))
+    return sorted(found), left
 
 
 def name_of(path):
@@ -230,9 +257,17 @@ class Progress:
         if self.live and self.done < self.total:
             self.draw()
 
+    def eta(self):
+        """Seconds left at the pace so far, or None before the first worker finishes."""
+        if not self.done:
+            return None
+        return (time.monotonic() - self.started) / self.done * (self.total - self.done)
+
     def draw(self):
-        self.stream.write("\r" + text(self.lang, "progress.live", done=self.done, total=self.total,
-                                      seconds="%.0f" % (time.monotonic() - self.started)) + "\x1b[K")
+        seconds, eta = "%.0f" % (time.monotonic() - self.started), self.eta()
+        line = (text(self.lang, "progress.live", done=self.done, total=self.total, seconds=seconds) if eta is None else
+                text(self.lang, "progress.live-eta", done=self.done, total=self.total, seconds=seconds, eta="%.0f" % eta))
+        self.stream.write("\r" + line + "\x1b[K")
         self.stream.flush()
 
     def worker_done(self, one):
@@ -243,7 +278,10 @@ class Progress:
             if self.done == self.total:
                 self.stream.write("\n")
         else:
-            self.stream.write(text(self.lang, "progress.worker", done=self.done, total=self.total,
-                                   name=printable(one.worker.name), passed=counts["pass"], checks=len(one.checks),
-                                   seconds="%.1f" % one.seconds) + "\n")
+            fields = dict(done=self.done, total=self.total, name=shown(one.worker.name), passed=counts["pass"],
+                          checks=len(one.checks), seconds="%.1f" % one.seconds)
+            if self.done < self.total:
+                self.stream.write(text(self.lang, "progress.eta", eta="%.0f" % self.eta(), **fields) + "\n")
+            else:
+                self.stream.write(text(self.lang, "progress.worker", **fields) + "\n")
         self.stream.flush()

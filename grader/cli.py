@@ -8,6 +8,8 @@ contain.py and worker_side/.
 """
 import argparse
 import functools
+import hashlib
+import json
 import os
 import re
 import signal
@@ -15,20 +17,27 @@ import sys
 import time
 import traceback
 
-from . import __version__, box, contain, report
+from . import __version__, box, contain, own_work, results
 from .capture import KEEP
-from .classroom import Progress, UsageError, find_workers, grade_all, run_check  # noqa: F401 (run_check: the API)
+from .classroom import Progress, UsageError, find_class, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
 from .corpus import DEFAULT_SEED
 from .messages import LANGS, MESSAGES, choose_lang, render, text
 from .parent import ROOT, GraderError, default_limits
-from .registry import CHECKS, NAMES
+from .registry import CHECKS, NAMES, POINTS
+from .render import evidence, gradescope, jsonfile, terminal
+from .wrap import display_width
+from .report import ReportFolder, atomic_write, load_shard, survey
+from .results import json_evidence  # noqa: F401 (the quiz's and tests')
 from .text import shown
-from .report import display_width, json_evidence  # noqa: F401 (the evidence table's, the quiz's and tests')
+from .wrap import columns, wrap  # noqa: F401 (the help's, the report's and tests')
 
-REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
+REFERENCE = own_work.REFERENCE  # the reference worker, in the tree or (installed) beside the grader
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_JOBS = 8  # steps mostly wait on fsync and on each other, not on a core
+MAX_POINTS = 1000  # per check, in --points FILE
+MAX_SHARDS = 10000
+CLASS_FILES_EVERY = 5.0  # seconds between two rewrites of the class files while a class runs
 MEMORY_RANGE = (128, 1024 * 1024)  # MiB: less cannot start Python with the kit; more is no limit
 FILE_RANGE = (1, 1024 * 1024)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GRADER_ERROR = 0, 1, 2, 3
@@ -48,9 +57,9 @@ def stop_on_signal(signum, frame):
     raise Stopped(signum)
 
 
-def evidence_table(evidence, lang):
+def evidence_table(raw, lang):
     lines = []
-    for title, table in report.evidence_tables(evidence, lang):
+    for title, table in evidence.tables(json_evidence(raw), lang):
         lines.append("")
         lines.append(title)
         widths = [max(display_width(r[i]) for r in table) for i in range(len(table[0]))]
@@ -65,33 +74,6 @@ def size(count, lang):
         if count >= scale:
             return "%.1f %s" % (count / scale, unit)
     return text(lang, "size.bytes", count=count)
-
-
-NO_BREAK_BEFORE = "、。，．・：；？！）」』】〕ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ"
-NO_BREAK_AFTER = "（「『【〔"
-
-
-def wrap(text, width):
-    """`text` as lines of at most `width` terminal columns (a wide character takes two).
-
-    Breaks at spaces, and next to wide characters (Japanese has no spaces),
-    except before closing punctuation and small kana or after an opening
-    bracket; never inside an ASCII word, a hyphenated name included. A piece
-    that cannot be broken and is wider than `width` overflows its line.
-    """
-    lines = []
-    for paragraph in text.split("\n"):
-        line = []  # the pieces of the line being filled
-        for piece in re.findall(r"[^\s\u3000-\u9fff\uff00-\uffef]+\s*|\S\s*|\s+", paragraph):
-            line.append(piece)
-            if display_width("".join(line).rstrip()) > width:
-                cut = next((i for i in range(len(line) - 1, 0, -1) if line[i][0] not in NO_BREAK_BEFORE
-                            and line[i - 1].rstrip()[-1:] not in NO_BREAK_AFTER), 0)
-                if cut:
-                    lines.append("".join(line[:cut]).rstrip())
-                    line = line[cut:]
-        lines.append("".join(line).rstrip())
-    return lines
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -163,6 +145,13 @@ def parse_args(argv, lang):
     options.add_argument("-k", dest="only", action="append", metavar="NAME", help=t("cli.help.only", names=", ".join(NAMES)))
     options.add_argument("--json", action="store_true", help=t("cli.help.json"))
     options.add_argument("--report", metavar="DIR", help=t("cli.help.report"))
+    options.add_argument("--force", action="store_true", help=t("cli.help.force"))
+    options.add_argument("--resume", action="store_true", help=t("cli.help.resume"))
+    options.add_argument("--shard", metavar="K/N", help=t("cli.help.shard"))
+    options.add_argument("--merge", nargs="+", metavar="DIR", help=t("cli.help.merge"))
+    options.add_argument("--points", metavar="FILE", help=t("cli.help.points"))
+    options.add_argument("--gradescope", metavar="PATH", help=t("cli.help.gradescope"))
+    options.add_argument("-v", "--verbose", action="store_true", help=t("cli.help.verbose"))
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=t("cli.help.timeout"))
     options.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N", help=t("cli.help.seed"))
     options.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=t("cli.help.jobs"))
@@ -177,6 +166,9 @@ def parse_args(argv, lang):
     options.add_argument("--debug", action="store_true", help=t("cli.help.debug"))
     options.add_argument("--version", action="version", version="grade.py %s" % __version__, help=t("cli.help.version"))
     args = parser.parse_args(argv)
+    # The quiz orders its options by --seed only when it is given; otherwise each quiz draws a new order.
+    given_seed = any(arg == "--seed" or arg.startswith("--seed=") for arg in argv)
+    args.quiz_seed = args.seed if given_seed else None
     if args.quiz:
         # The quiz runs the kit's own reference, always: nothing here chooses what it runs.
         for option, given in (("--impl", args.impl), ("-k", args.only), ("--list", args.list), ("--report", args.report)):
@@ -192,10 +184,23 @@ def parse_args(argv, lang):
     for flag, value, (low, high) in (("--memory", args.memory, MEMORY_RANGE), ("--file-size", args.file_size, FILE_RANGE)):
         if not low <= value <= high:
             parser.error(t("usage.mib", flag=flag, low=low, high=high, value=value))
+    if args.merge is not None and (args.report is None or args.impl or args.only or args.resume or args.shard):
+        parser.error(t("usage.merge"))
+    if args.resume and args.report is None:
+        parser.error(t("usage.resume"))
+    args.shard = parse_shard(args.shard, parser, t)
+    args.points_of = read_points(args.points, parser, t)
     try:
-        args.workers = find_workers(args.impl or [REFERENCE])
+        args.workers, args.skipped = find_class(args.impl or [REFERENCE]) if args.merge is None else ([], [])
     except UsageError as exc:
         parser.error(render(exc.args[0], lang))
+    if args.shard is not None:
+        args.workers = [w for w in args.workers if shard_of(w.name, args.shard[1]) == args.shard[0]]
+    if args.gradescope is not None and len(args.workers) != 1:
+        parser.error(t("usage.gradescope", count=len(args.workers)))
+    for path in args.merge or ():
+        if not os.path.isdir(path) or not load_shard(path)[0]:
+            parser.error(t("usage.merge-empty", path=path, version=__version__))
     if args.report is not None:
         args.report = os.path.abspath(args.report)
         try:
@@ -204,7 +209,51 @@ def parse_args(argv, lang):
             parser.error(t("usage.report", path=args.report, error=describe(exc)))
         if not os.access(args.report, os.W_OK):
             parser.error(t("usage.report", path=args.report, error=t("usage.not-writable")))
+        foreign = survey(args.report)[1]
+        if foreign and not args.force:
+            parser.error(t("usage.foreign", path=args.report, files=", ".join(foreign[:20])
+                           + (" ..." if len(foreign) > 20 else "")))
     return args
+
+
+def parse_shard(value, parser, t):
+    """--shard K/N as (K, N), 1 <= K <= N; None without it."""
+    if value is None:
+        return None
+    found = re.fullmatch(r"([1-9][0-9]*)/([1-9][0-9]*)", value)
+    if not found or not int(found.group(1)) <= int(found.group(2)) <= MAX_SHARDS:
+        parser.error(t("usage.shard", value=value))
+    return int(found.group(1)), int(found.group(2))
+
+
+def shard_of(name, count):
+    """The shard (1 to `count`) of a worker: a hash of its name alone, so a new student moves no one else."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return int(digest[:16], 16) % count + 1
+
+
+def read_points(path, parser, t):
+    """The points per check: the registry's defaults, with --points FILE's JSON object over them."""
+    points = dict(POINTS)
+    if path is None:
+        return points
+    try:
+        with open(path, encoding="utf-8") as f:
+            given = json.load(f)
+    except OSError as exc:
+        parser.error(t("usage.points-file", path=path, error=describe(exc)))
+    except ValueError as exc:
+        parser.error(t("usage.points-file", path=path, error=describe(exc)))
+    if not isinstance(given, dict):
+        parser.error(t("usage.points-json", path=path))
+    unknown = sorted(name for name in given if name not in NAMES)
+    if unknown:
+        parser.error(t("usage.points-unknown", path=path, names=", ".join(unknown), known=", ".join(NAMES)))
+    for name, value in given.items():
+        if type(value) is not int or not 0 <= value <= MAX_POINTS:
+            parser.error(t("usage.points-value", path=path, name=name, value=json.dumps(value)))
+    points.update(given)
+    return points
 
 
 def language(argv):
@@ -262,62 +311,143 @@ def grade(args):
     lang = args.lang
     if args.list:
         for check in CHECKS:
-            print(check.name)
+            print(text(lang, "list.line", name=check.name, points=args.points_of[check.name]))
         return EXIT_OK
+    if args.merge is not None:
+        return merge(args)
     signal.signal(signal.SIGTERM, stop_on_signal)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, stop_on_signal)
     selected = [c for c in CHECKS if not args.only or c.name in args.only]
+    names = [c.name for c in selected]
     args.limits = default_limits(args.timeout, args.memory, args.file_size)
     off = contain.protect_host()
     if off:
         print(text(lang, "cli.protections-off", off=", ".join(text(lang, "protection." + name) for name in off)),
               file=sys.stderr)
-    single = len(args.workers) == 1
+    single = len(args.workers) == 1 and not args.skipped and args.shard is None  # a shard is a class's part
     started = time.monotonic()
-    on_results = on_worker = on_tick = None
+    run = ClassRun(args, names, started)
+    to_grade = [w for w in args.workers if w.name not in run.finished]
+    on_results = on_tick = None
     if single and not args.json:
         print(text(lang, "report.grading", impl=shown(os.path.relpath(args.workers[0].path))))
         on_results = InOrder(lambda result: show_result(result, args)).add
     elif not single:
-        progress = Progress(len(args.workers), lang)
-        on_worker, on_tick = progress.worker_done, progress.tick
+        if run.finished:
+            print(text(lang, "progress.resumed", count=len(run.finished), path=args.report), file=sys.stderr)
+        run.progress = Progress(len(to_grade), lang)
+        on_tick = run.progress.tick
     try:
-        graded = grade_all(args.workers, selected, args, lang, on_results=on_results, on_worker=on_worker,
+        graded = grade_all(to_grade, selected, args, lang, on_results=on_results, on_worker=run.worker_done,
                            on_tick=on_tick)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped) as stop:
+        run.write_class(time.monotonic() - started)  # what finished, marked partial
         print(text(lang, "cli.interrupted"), file=sys.stderr)
-        return 130
-    except Stopped as stop:
-        print(text(lang, "cli.interrupted"), file=sys.stderr)
-        return 128 + stop.signum
+        return 128 + stop.signum if isinstance(stop, Stopped) else 130
     seconds = time.monotonic() - started
-    reports = {one.worker.name: report.worker_report(one, debug=args.debug) for one in graded}
-    if args.report is not None:
-        report.write_reports(args.report, graded, selected, reports, lang, seconds)
+    result = run.write_class(seconds)
+    if args.gradescope is not None:
+        atomic_write(os.path.abspath(args.gradescope), gradescope.results_json(result["workers"][0]))
     if args.json:
-        print(report.dumps(reports[graded[0].worker.name] if single else report.class_report(graded, reports, seconds)))
+        print(jsonfile.dumps(result["workers"][0] if single else result), end="")
     elif single:
-        show_totals(graded[0], args, seconds)
+        show_totals(graded[0] if graded else None, result["workers"][0], args, seconds)
     else:
-        for line in report.class_table(graded, lang, seconds):
+        for line in terminal.class_table(result, lang, verbose=args.verbose):
             print(line)
         for one in graded if args.keep else ():
             print(text(lang, "report.kept-for", name=shown(one.worker.name), path=one.grader.tmp))
-        for result in (r for one in graded for r in one.results if r["traceback"] and args.debug):
-            print(result["traceback"], file=sys.stderr)
-    statuses = [r["status"] for one in graded for r in one.results]
+        for check in (c for w in result["workers"] for c in w["checks"] if c.get("traceback") and args.debug):
+            print(check["traceback"], file=sys.stderr)
+    return exit_status(result)
+
+
+def exit_status(result):
+    statuses = [c["status"] for w in result["workers"] for c in w["checks"]]
     if "error" in statuses:  # audit: G58
         return EXIT_GRADER_ERROR
     return EXIT_OK if "fail" not in statuses else EXIT_FAILED
 
 
+class ClassRun:
+    """The workers' results as they finish, their files in --report DIR written then, the class files kept current."""
+
+    def __init__(self, args, names, started):
+        self.args, self.names, self.started = args, names, started
+        self.progress = None
+        self.finished = {}
+        self.folder = ReportFolder(args.report, args.lang, names) if args.report is not None else None
+        self.written = time.monotonic()
+        if self.folder is not None:
+            if args.resume:
+                self.finished = self.resumed(self.folder.resumable())
+            self.folder.clear(keep=self.finished)
+
+    def resumed(self, found):
+        """The reports in DIR this run can keep: same grader version (checked by the folder), same submission
+        bytes, same checks; their points follow this run's --points."""
+        kept = {}
+        for worker in self.args.workers:
+            old = found.get(worker.name)
+            if old and old.get("sha256") == results.digest(worker.path) \
+                    and [c["name"] for c in old["checks"]] == self.names:
+                kept[worker.name] = results.rescored(old, self.args.points_of)
+        return kept
+
+    def worker_done(self, one):
+        result = results.worker_result(one, self.args.points_of, debug=self.args.debug)
+        self.finished[one.worker.name] = result
+        if self.folder is not None:
+            self.folder.write_worker(result)
+            if time.monotonic() - self.written > CLASS_FILES_EVERY:
+                self.write_class(time.monotonic() - self.started)
+        if self.progress is not None:
+            self.progress.worker_done(one)
+
+    def write_class(self, seconds):
+        """The class result of what has finished; its files in DIR. Partial while workers are missing."""
+        result = results.class_result(self.finished.values(), self.args.skipped, len(self.args.workers), seconds)
+        if self.folder is not None:
+            self.folder.write_class(result)
+            self.written = time.monotonic()
+        return result
+
+
+def merge(args):
+    """--merge DIR... --report OUT: every report rebuilt from the shards' JSON alone; grades nothing."""
+    workers, skipped, expected, seconds = {}, {}, 0, 0.0
+    for path in args.merge:
+        found, whole = load_shard(path)
+        workers.update((name, results.rescored(w, args.points_of) if args.points else w) for name, w in found.items())
+        whole = whole or {}
+        for entry in whole.get("skipped") or ():
+            skipped[entry["path"]] = entry
+        expected += (whole.get("partial") or {}).get("of", len(found))
+        seconds += whole.get("seconds", 0.0)
+    names = [name for name in NAMES if any(c["name"] == name for w in workers.values() for c in w["checks"])]
+    folder = ReportFolder(args.report, args.lang, names)
+    folder.clear()
+    for name in sorted(workers):
+        folder.write_worker(workers[name])
+    result = results.class_result(workers.values(), [skipped[p] for p in sorted(skipped)], max(expected, len(workers)),
+                                  seconds)
+    folder.write_class(result)
+    if args.json:
+        print(jsonfile.dumps(result), end="")
+    else:
+        for line in terminal.class_table(result, args.lang, verbose=args.verbose):
+            print(line)
+    return exit_status(result)
+
+
 def show_result(result, args):
     lang = args.lang
-    expected, observed = result["text"]
-    print(text(lang, "report.expected", verdict=text(lang, "verdict." + result["status"]), name=result["name"],
-               expected=expected))
-    print(text(lang, "report.observed", blank="", observed=observed))
+    expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))  # lang: here, at the edge
+    verdict = text(lang, "verdict." + result["status"])
+    say(text(lang, "report.expected", verdict=verdict, name=result["name"], expected=expected),
+        text(lang, "report.expected", verdict=verdict, name=result["name"], expected=""))
+    say(text(lang, "report.observed", blank="", observed=observed), text(lang, "report.observed", blank="", observed=""))
     if result["output"]["dropped"]:
         print(text(lang, "report.output", blank="", printed=size(result["output"]["printed"], lang),
                    dropped=size(result["output"]["dropped"], lang), kept=size(KEEP, lang)))
@@ -331,6 +461,20 @@ def show_result(result, args):
     sys.stdout.flush()
 
 
+def say(line, prefix):
+    """Print a report line; at a terminal, wrapped to its width, each further line indented under the text after `prefix`.
+
+    Piped or redirected, a line stays whole: scripts and grep read one check's expectation a line.
+    """
+    if not sys.stdout.isatty():
+        print(line)
+        return
+    hang = display_width(prefix)
+    width = max(columns(sys.stdout) - 1 - hang, 20)
+    for i, piece in enumerate(wrap(line[len(prefix):], width)):
+        print((prefix if i == 0 else " " * hang) + piece)
+
+
 def show_isolation(one, lang):
     """The one line on the box the worker ran in (a class's is in each worker's JSON report)."""
     isolation = one.grader.isolation()
@@ -342,18 +486,21 @@ def show_isolation(one, lang):
     print(text(lang, "report.isolation-off" if off else "report.isolation", on=comma.join(on), off=comma.join(off)))
 
 
-def show_totals(one, args, seconds):
+def show_totals(one, result, args, seconds):
+    """The single worker's evidence tables and totals (`one` None when its report was resumed, not graded)."""
     lang = args.lang
-    counts = one.counts()
-    for line in evidence_table(one.grader.evidence, lang):
+    counts = {"pass": result["passed"], "fail": result["failed"], "error": result["errors"]}
+    for line in evidence_table(one.grader.evidence, lang) if one is not None else ():
         print(line)
     print("")
-    if args.keep:
+    if args.keep and one is not None:
         print(text(lang, "report.kept", path=one.grader.tmp))
-    show_isolation(one, lang)
+    if one is not None:
+        show_isolation(one, lang)
+    print(text(lang, "report.points", points=result["points"], max_points=result["max_points"]))
     print(text(lang, "report.seconds", seconds="%.1f" % seconds))
-    print(text(lang, "report.seed", seed=one.grader.seed))
-    if counts["error"]:
+    print(text(lang, "report.seed", seed=result.get("seed")))
+    if counts["error"]:  # the totals stay the last line: scripts and the docs read them there
         print(text(lang, "report.hint-debug"))
         print(text(lang, "report.totals-errors", passed=counts["pass"], failed=counts["fail"], errors=counts["error"]))
     else:

@@ -4,6 +4,7 @@ Neutral ground: it never imports the worker, never starts a process and
 never renders text (a message is an id and its fields; messages.py renders).
 """
 import os
+import socket
 import sqlite3
 import time
 import urllib.parse
@@ -117,3 +118,13 @@ def read_only(path):
             con.close()
             raise Fail(msg("db.table", table=name), msg("db.not-table", table=name, kind=kind))
     return con
+
+
+def closed_port():
+    """A loopback port that nothing listens on (bound, then released): a connection to it is refused."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+    finally:
+        probe.close()

@@ -10,6 +10,8 @@ A field written {name:term} holds a program value (pending, sent, applied,
 duplicate, conflict, present, absent, source, sink); each language shows it
 in its own words, through its "term.<value>" messages, and {name:terms} does
 the same for a list of them. An unknown value is shown as it is.
+{name:count} shows an int with thousands separators (20,000), in every
+language; anything else as it is.
 JSON output stays language-neutral: message ids with their fields, plus the
 English text. Nothing here imports the worker or runs anything.
 """
@@ -56,6 +58,7 @@ EN = {
     "verdict.fail": "FAIL",
     "verdict.error": "ERROR",
     "report.kept": "temporary DBs kept in {path}",
+    "report.points": "score: {points} of {max_points} points",
     "report.seconds": "graded in {seconds}s",
     "report.isolation": "isolation: {on}",
     "report.isolation-off": "isolation: {on}; off: {off} (why: \"isolation\" in --json)",
@@ -77,6 +80,8 @@ EN = {
     "report.totals-errors": "grade: {passed} passed, {failed} failed, {errors} grader errors",
     "report.hint-debug": "hint: a grader error is the grader's own fault, not your worker's; run again with --debug for its traceback",
     "evidence.title": "Evidence for snack-7, {name} (each row a separate observation; none proves the next):",
+    "evidence.heading": "Evidence for snack-7, {name}",
+    "evidence.note": "Each row is a separate observation; none proves the next.",
     "evidence.observation": "observation",
     "evidence.after": "after {phase}",
     "evidence.order": "order row (source)",
@@ -86,6 +91,7 @@ EN = {
     "evidence.ack": "ACK seen (publisher)",
     "evidence.inventory": "inventory snack (sink)",
     "evidence.none": "none",
+    "evidence.ack-seen": "{value}",
     "evidence.not-sent": "-",
     "present": "present",
     "absent": "absent",
@@ -107,19 +113,20 @@ EN = {
     "term.separator": ", ",
 
     # The quiz (grade.py --quiz); the questions themselves are in quiz_questions.py.
-    "quiz.running": "quiz: running the kit's own crash-after-ack and dropped-response (never your worker) ...",
-    "quiz.ran": "quiz: both scenarios passed in {seconds} s; {count} questions about what they observed.",
+    "quiz.running": "quiz: running the kit's own crash-after-ack, dropped-response, conflict, stop-on-first-failure and two short relay runs (never your worker) ...",
+    "quiz.ran": "quiz: the scenarios and relay runs passed in {seconds} s; {count} questions about what they observed (options in the order of --seed {seed}).",
     "quiz.heading": "Question {n} of {count}",
     "quiz.observed": "Observed in this run: {observed}",
     "quiz.prompt": "answer ({letters}): ",
-    "quiz.right": "Right.",
-    "quiz.wrong": "Wrong: the answer is {answer}.",
-    "quiz.feedback": "{verdict} {explanation}",
+    "quiz.right": "Right. {explanation}",
+    "quiz.wrong": "Wrong: the answer is {answer}. {feedback}",
+    "quiz.why-right": "Why {answer}: {explanation}",
     "quiz.not-a-choice": "{given!r} is not a choice; answer {letters}",
     "quiz.score": "quiz score: {score} of {count}",
     "quiz.piped-not-a-choice": "grade.py: --quiz: answer {n} is {given!r}, not one of {letters} (one answer a line)",
     "quiz.ended": "grade.py: --quiz: stdin ended after {given} answer(s); the quiz has {count} questions (one answer a line: a, b, ...)",
     "quiz.reference-failed": "grade.py: --quiz: the kit's own {name} did not pass on this machine, so there is no evidence to ask about: expected {expected}; observed {observed}",
+    "quiz.relay-expected": "both relay runs end as the kit's relay must (delivered after the outage, the alert for the refused head), their figures as JSON",
     "quiz.separator": ", ",
     "quiz.letters-or": "{letters} or {last}",
 
@@ -128,7 +135,7 @@ EN = {
     "cli.help.impl": "a worker module to grade, or a directory of them: every *.py in it and every */worker.py (repeatable; default: this kit, {reference})",
     "cli.help.only": "run only this check (repeatable): {names}",
     "cli.help.json": "print a machine-readable report instead of text",
-    "cli.help.seed": "the seed of the corpora of cases (the same seed, the same cases; default: %(default)s)",
+    "cli.help.seed": "the seed of the corpora of cases (the same seed, the same cases; default: %(default)s); with --quiz, the order of the options (given, the same quiz again; not given, a new order each run, which --json records)",
     "cli.help.timeout": "time bound of each step (a process of the worker's), and of its import, in seconds (default: %(default)s)",
     "cli.help.jobs": "checks run at once, over all the workers (default: %(default)s)",
     "cli.help.keep": "keep the temporary DBs and print where they are",
@@ -148,7 +155,7 @@ EN = {
     "cli.usage": "usage: ",
     "cli.options": "options",
     "cli.help.help": "show this help message and exit",
-    "cli.help.quiz": "run the kit's own crash-after-ack and dropped-response, then ask what their evidence proves; answers from stdin, one a line (a, b, ...)",
+    "cli.help.quiz": "run the kit's own crash-after-ack, dropped-response, conflict and stop-on-first-failure, and two short relay runs, then ask what their evidence proves; answers from stdin, one a line (a, b, ...)",
     "cli.usage-error": "{prog}: error: {message}",
     "usage.quiz-with": "--quiz runs the kit's own reference scenarios and cannot be combined with {option}",
     # argparse's own complaints (argparse words them in English; --lang ja says them in Japanese).
@@ -181,11 +188,64 @@ EN = {
     "progress.worker": "[{done}/{total}] {name}: {passed}/{checks} passed ({seconds} s)",
     "class.worker": "worker",
     "class.passed": "passed",
-    "class.failed": "failed checks",
-    "class.totals": "class: {perfect} of {workers} workers passed every check; {passed} of {total} checks passed; {seconds} s",
+    "class.totals": "class: {perfect} of {workers} workers passed every check; {passed} of {total} checks passed; {points} of {max_points} points; {seconds} s",
     "class.errors": "a check marked ! is a grader error (the grader's own fault, not the worker's); run that worker alone with --debug",
     "impl.compiles": "the worker compiles (Python source without a syntax error)",
     "html.title": "grade.py: the class",
+    "html.verdict": "verdict",
+    "html.check": "check",
+
+    # The teacher's report (issue 28): scores, first reasons, entries not graded, pages, the report folder.
+    "class.score": "score",
+    "class.reason": "first reason",
+    "class.partial": "partial: {done} of {of} workers graded",
+    "class.skipped": "not graded ({count}):",
+    "reason.compile": "does not compile: line {line}",
+    "reason.stub": "stub: every function raises NotImplementedError",
+    "reason.all-timed-out": "every check timed out after {seconds} s",
+    "reason.missing": "every check: missing function(s): {names}",
+    "reason.every-check": "every check: {observed}",
+    "reason.check": "{name} ({rules}): {observed}",
+    "reason.none": "every check passed",
+    "skip.no-worker": "a folder without worker.py",
+    "skip.not-file": "not a regular file (a FIFO, a socket or a device)",
+    "skip.dangling": "a link to nothing",
+    "skip.not-py": "not a .py file",
+    "html.summary": "Students",
+    "html.rates": "Pass rate per check",
+    "html.rules": "rules",
+    "html.points": "points",
+    "html.rate": "passed",
+    "html.skipped": "Not graded ({count})",
+    "html.entry": "entry",
+    "html.why": "why",
+    "html.grid": "Every check of every student",
+    "html.evidence": "Failures and evidence, per student",
+    "html.what": "expected and observed",
+    "student.title": "grade.py: {name}",
+    "student.score": "{points} of {max_points} points; {passed} of {total} checks passed",
+    "student.rules": "Each check enforces the rules named beside it: their ids are those of docs/rules.md, the rules of the lab.",
+    "list.line": "{name:<22} {points:>3} points",
+    "usage.points-file": "--points {path}: cannot read it as JSON: {error}",
+    "usage.points-json": "--points {path}: must be a JSON object of check name to points (an int from 0 to 1000)",
+    "usage.points-unknown": "--points {path}: no check named {names}; the checks are {known}",
+    "usage.points-value": "--points {path}: {name} must be an int from 0 to 1000, got {value}",
+    "usage.foreign": "--report {path}: holds files grade.py did not write: {files}; choose another folder or move them (--force writes beside them and leaves them untouched)",
+    "usage.shard": "--shard must be K/N with 1 <= K <= N <= 10000, got {value}",
+    "usage.resume": "--resume needs --report DIR: the reports it resumes from",
+    "usage.merge": "--merge needs --report OUT, and grades nothing: no --impl, -k, --resume or --shard with it",
+    "usage.merge-empty": "--merge {path}: no worker report of grade.py {version} in it",
+    "usage.gradescope": "--gradescope writes one worker's results.json: give exactly one worker, got {count}",
+    "progress.eta": "[{done}/{total}] {name}: {passed}/{checks} passed ({seconds} s); about {eta} s left",
+    "progress.live-eta": "grading: {done} of {total} workers done, {seconds} s, about {eta} s left",
+    "progress.resumed": "resumed: {count} workers already graded in {path}",
+    "cli.help.points": "points per check, from a JSON file {{\"check-name\": points}}; a check it does not name keeps its default (shown by --list)",
+    "cli.help.force": "with --report DIR: write even if DIR holds files grade.py did not write (they are left untouched)",
+    "cli.help.resume": "with --report DIR: skip each worker whose report there is from this grader version and the same submission bytes",
+    "cli.help.shard": "grade only shard K of N (1-based): the workers whose name hashes to K; merge the shards with --merge",
+    "cli.help.merge": "rebuild every report in --report OUT from the worker reports of these --report folders; grades nothing",
+    "cli.help.gradescope": "also write Gradescope's results.json to PATH (one worker)",
+    "cli.help.verbose": "in the class table, every failed check under its worker, not only the first reason",
     "html.expected": "expected: {expected}",
     "html.observed": "observed: {observed}",
     "junit.message": "expected: {expected}; observed: {observed}",
@@ -372,11 +432,11 @@ EN = {
     "seq-order.passed": "seq order z, a, m over id and clock order; limits 0, 17, True, '16' refused; pending read-only; no seq reused",
     # pending-cost
     "cost.template": "mark_sent marks the template row: True",
-    "cost.copy": "the grader copies your sent row to make {count} sent rows",
-    "cost.pending": "with {count} sent rows pending gives the 4 late events in seq order ({ids})",
+    "cost.copy": "the grader copies your sent row to make {count:count} sent rows",
+    "cost.pending": "with {count:count} sent rows pending gives the 4 late events in seq order ({ids})",
     "cost.order": "pending gave {got}: the right events in another order; pending orders by seq only (see seq-order), and an index on seq that holds only unsent rows keeps that cheap",
-    "cost.flat": "pending(16) with {many} sent rows at most {ratio}x as slow as with {few} (pending must not scan sent rows: a partial index WHERE sent = 0, or an index on (sent, seq))",
-    "cost.timings": "best of many: {few} sent rows {few_ms} ms, {many} sent rows {many_ms} ms ({ratio}x)",
+    "cost.flat": "pending(16) with {many:count} sent rows at most {ratio}x as slow as with {few:count} (pending must not scan sent rows: a partial index WHERE sent = 0, or an index on (sent, seq))",
+    "cost.timings": "best of many: {few:count} sent rows {few_ms} ms, {many:count} sent rows {many_ms} ms ({ratio}x)",
     "pending-cost.passed": "pending(16) costs about the same with 20,000 sent rows as with 10",
     # stop-on-first-failure
     "stop.b-not-marked": "B not marked sent before its send returned",
@@ -397,6 +457,7 @@ EN = {
     "stop.after-same-error": "after_delivery's own exception object reaches the caller",
     "stop.after-stops": "after_delivery raises on D: E is never sent and stays pending",
     "stop.flags-called": "flags {flags}; send was called for {ids}",
+    "stop.observed": "send called for {first_calls}, then B's error out; sent flags {flags}; the next call sent {resumed}",
     "stop-on-first-failure.passed": "A sent, B's exception out unchanged, C untouched; the next call sends B then C",
     # no-lock-during-send
     "lock.outside": "dispatch's own connection is outside any transaction while send runs",
@@ -605,7 +666,7 @@ def terms(lang, values):
 
 
 class Formatter(string.Formatter):
-    """str.format, plus the two specs for program values: {name:term} and {name:terms}."""
+    """str.format, plus the specs for program values ({name:term}, {name:terms}) and counts ({name:count})."""
 
     def __init__(self, lang):
         super().__init__()
@@ -616,4 +677,6 @@ class Formatter(string.Formatter):
             return term(self.lang, value)
         if spec == "terms":
             return terms(self.lang, value)
+        if spec == "count":
+            return "{:,}".format(value) if isinstance(value, int) and not isinstance(value, bool) else str(value)
         return format(value, spec)

@@ -15,6 +15,8 @@ from .common import Fail, expect, msg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
+if not os.path.isfile(REFERENCE):  # installed (pip, outbox-kit.pyz): the wheel keeps it beside the grader
+    REFERENCE = os.path.join(ROOT, "grader", "worker_reference.py")
 SOURCE_CAP = 1024 * 1024  # bytes of a submission's source the grader reads; a larger one is not parsed
 
 

@@ -1,286 +1,180 @@
-"""The reports: --json for one worker or a class, and the files of --report DIR (JSON, CSV, JUnit XML, HTML).
+"""--report DIR: the folder grade.py owns, and every file in it, each written atomically as its worker finishes.
 
-A worker's --json report is built here once, for stdout and for DIR/<name>.json
-alike; its shape is docs/report.schema.json (SCHEMA). Everything a worker
-controls (its name, the messages that quote its errors, the values read from
-its DBs) is escaped for the format it goes into. Never runs anything.
+DIR/<name>.json (a worker's result), DIR/students/<name>.html (its page),
+DIR/gradescope/<name>.json (its Gradescope results.json), then the class
+files: DIR/class.json, class.csv, junit.xml, index.html. A worker's files are
+written the moment it finishes, each through a temporary file and a rename,
+so an interrupted run leaves every finished worker's report and class files
+marked partial. DIR holds nothing else: a file grade.py did not write is
+refused (the caller exits 2 naming it) unless --force, and then left
+untouched; the kit's own stale reports are removed. The renderers in
+grader/render/ make the content; this module only decides file names and
+writes. Never runs anything.
 """
-import csv
 import hashlib
-import html
-import io
 import json
 import os
-import re
-import unicodedata
-import xml.etree.ElementTree as ET
+import tempfile
 
 from . import __version__
-from .messages import render, term, terms, text
-from .text import csv_cell, shown
+from .render import csvfile, gradescope, jsonfile, junit, student, summary
+from .render.page import GENERATOR
+from .text import shown
 
-SCHEMA = 1  # docs/report.schema.json: "schema" in every report; raised when a field changes or goes
-
-
-def json_evidence(evidence):
-    """The evidence with each phase's label in English next to its message: JSON types throughout."""
-    return {name: [dict(p, phase=render(p["phase"], "en"), phase_message=p["phase"]) for p in phases]
-            for name, phases in evidence.items()}
-
-
-def worker_report(graded, debug=False):
-    """One worker's --json report (a dict of JSON types), the same on stdout and in DIR/<name>.json."""
-    checks = []
-    for result in graded.results:
-        check = {key: value for key, value in result.items() if key != "text"}
-        if not debug:
-            del check["traceback"]
-        checks.append(check)
-    counts = graded.counts()
-    grader = graded.grader
-    return {"version": __version__, "impl": graded.worker.path, "passed": counts["pass"], "failed": counts["fail"],
-            "errors": counts["error"], "seconds": round(graded.seconds, 3), "checks": checks,
-            "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
-            "schema": SCHEMA, "name": graded.worker.name, "seed": grader.seed, "limits": dict(grader.limits._asdict()),  # audit: G61
-            "protections_off": list(grader.protections_off), "import_output": grader.zygote.output(),
-            "isolation": grader.isolation()}
+CLASS_FILES = ("class.json", "class.csv", "junit.xml", "index.html")
+STUDENTS, GRADESCOPE = "students", "gradescope"
+TEMP_PREFIX = ".grade-"  # an atomic write's temporary file, left only by a process killed in the middle
+UMASK = os.umask(0o022)  # read once, at import, in the main thread: mkstemp's files are 0600, reports are
+os.umask(UMASK)          # for a teacher to read and serve, so they get the mode open() would give them
 
 
-def class_report(graded, reports, seconds):
-    """The --json report of a class: each worker's report, and the totals."""
-    return {"schema": SCHEMA, "version": __version__, "workers": [reports[one.worker.name] for one in graded],
-            "perfect": perfect(graded),
-            "passed": sum(one.counts()["pass"] for one in graded), "total": sum(len(one.checks) for one in graded),
-            "seconds": round(seconds, 3)}  # audit: G61
+NAME_BYTES = 200  # of a report file's stem: <stem>.json and <stem>.html must fit the 255 bytes a file system allows
 
 
-def dumps(report):
-    return json.dumps(report, indent=2)
-
-
-EVIDENCE_ROWS = (
-    ("evidence.order", lambda p, lang: text(lang, "present" if p["order"] else "absent")),
-    ("evidence.outbox", lambda p, lang: term(lang, p["outbox"])),
-    ("evidence.inbox", lambda p, lang: text(lang, "present" if p["inbox"] else "absent")),
-    ("evidence.deliveries", lambda p, lang: terms(lang, p["deliveries"])),
-    ("evidence.ack", lambda p, lang: text(lang, "evidence.not-sent") if p["ack"] is None
-     else ", ".join(json.dumps(a) for a in p["ack"]) or text(lang, "evidence.none")),
-    ("evidence.inventory", lambda p, lang: str(p["inventory"])),
-)
-EVIDENCE_CHECKS = ("crash-after-ack", "dropped-response")
-
-
-def evidence_tables(evidence, lang):
-    """[(title, rows)] for each story the grader observed; rows of cells, the first the header."""
-    tables = []
-    for name in EVIDENCE_CHECKS:
-        phases = evidence.get(name)
-        if not phases:
-            continue
-        rows = [[text(lang, "evidence.observation")] + [text(lang, "evidence.after", phase=p["phase"]) for p in phases]]
-        rows += [[text(lang, label)] + [show(p, lang) for p in phases] for label, show in EVIDENCE_ROWS]
-        tables.append((text(lang, "evidence.title", name=name), rows))
-    return tables
-
-
-def class_table(graded, lang, seconds):
-    """The class table: one line per worker (passed/total, the failed checks; ! marks a grader error), then the totals."""
-    header = [text(lang, "class.worker"), text(lang, "class.passed"), text(lang, "class.failed")]
-    rows = [header]
-    for one in graded:
-        failed = [r["name"] + ("!" if r["status"] == "error" else "") for r in one.results if not r["ok"]]
-        rows.append([printable(one.worker.name), "%d/%d" % (one.counts()["pass"], len(one.checks)), ", ".join(failed) or "-"])
-    widths = [max(display_width(row[i]) for row in rows) for i in range(2)]
-    lines = ["  ".join([pad(row[0], widths[0]), pad(row[1], widths[1]), row[2]]).rstrip() for row in rows]
-    lines.append("")
-    lines.append(text(lang, "class.totals", perfect=perfect(graded), workers=len(graded),
-                      passed=sum(one.counts()["pass"] for one in graded), total=sum(len(one.checks) for one in graded),
-                      seconds="%.1f" % seconds))
-    if any(one.counts()["error"] for one in graded):
-        lines.append(text(lang, "class.errors"))
-    return lines
-
-
-def perfect(graded):
-    """How many workers passed every check."""
-    return sum(1 for one in graded if all(r["ok"] for r in one.results))
-
-
-def display_width(cell):
-    """Columns `cell` takes in a terminal: wide (East Asian) characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in cell)
-
-
-def pad(cell, width):
-    return cell + " " * (width - display_width(cell))
-
-
-def printable(name):
-    """A worker's name for a terminal: its control, bidi and zero-width characters (a file name may hold any)
-    shown escaped, so two names that differ only in those look different."""
-    return shown(name)  # audit: G60
-
-
-NAME_BYTES = 200  # of a report file's name: <name>.json must fit the 255 bytes a file system allows
-
-
-def report_file(name):
-    """The file name of a worker's JSON report: its name if that is printable and short, else a cut, escaped
+def file_stem(name):
+    """The stem of a worker's report files: its name if that is printable and short, else a cut, escaped
     form with a digest of the name (so two long or odd names still get files of their own)."""
     safe = shown(name).replace("/", "_").replace("\\", "_")
     if safe == name and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES and not name.startswith("."):
-        return name + ".json"
+        return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
     while len(safe.encode("utf-8")) > NAME_BYTES - 13:
         safe = safe[:-1]
-    return "%s-%s.json" % (safe.lstrip(".") or "worker", digest)
+    return "%s-%s" % (safe.lstrip(".") or "worker", digest)
 
 
-def write_reports(folder, graded, checks, reports, lang, seconds):
-    """DIR/<name>.json for each worker, DIR/class.csv, DIR/junit.xml and DIR/index.html.
+def worker_files(name):
+    """The files of one worker's result, relative to DIR (named by file_stem)."""
+    stem = file_stem(name)
+    return [stem + ".json", os.path.join(STUDENTS, stem + ".html"), os.path.join(GRADESCOPE, stem + ".json")]
 
-    index.html, the page people read, is in `lang`; the JSON, CSV and JUnit files are language-neutral.
+
+def atomic_write(path, content):
+    """`content` at `path` through a temporary file in the same folder and a rename: all of it or none."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".tmp", dir=folder)
+    try:
+        with open(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+        os.chmod(temp, 0o666 & ~UMASK)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+
+
+def read_json(path):
+    """The JSON object in `path`, or None when it holds no JSON object (or cannot be read)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def head(path, size=4096):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(size)
+    except OSError:
+        return ""
+
+
+def is_worker_report(value):
+    return value is not None and "schema" in value and "version" in value and isinstance(value.get("checks"), list)
+
+
+def is_ours(relpath, path):
+    """Whether `path` (DIR/`relpath`) is a file grade.py writes there, by its place and its content.
+
+    By content, not by a list of names: the reports of an earlier release
+    (without any record of what they wrote) are recognised too.
     """
-    for one in graded:
-        write(os.path.join(folder, report_file(one.worker.name)), dumps(reports[one.worker.name]) + "\n")
-    write(os.path.join(folder, "class.csv"), class_csv(graded, checks))
-    write(os.path.join(folder, "junit.xml"), junit_xml(graded))
-    write(os.path.join(folder, "index.html"), index_html(graded, checks, lang, seconds))
+    base = os.path.basename(relpath)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    if base.startswith(TEMP_PREFIX) and base.endswith(".tmp"):
+        return True
+    folder = os.path.dirname(relpath)
+    if folder == STUDENTS:
+        return base.endswith(".html") and ('name="generator" content="%s' % GENERATOR) in head(path)
+    if folder == GRADESCOPE:
+        value = read_json(path) if base.endswith(".json") else None
+        return value is not None and isinstance(value.get("tests"), list) and "score" in value
+    if folder:
+        return False
+    if base == "class.csv":
+        return head(path).lstrip("\ufeff").startswith("worker,")
+    if base == "junit.xml":
+        return '<testsuites name="grade.py"' in head(path)
+    if base == "index.html":
+        return "<title>grade.py: " in head(path) or ('content="%s' % GENERATOR) in head(path)
+    if base == "class.json":
+        value = read_json(path)
+        return value is not None and "workers" in value and "schema" in value
+    return base.endswith(".json") and is_worker_report(read_json(path))
 
 
-def write(path, content):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(content)
+def survey(folder):
+    """(ours, foreign): the relative paths in `folder` grade.py wrote, and those it did not."""
+    ours, foreign = [], []
+    for top, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            relpath = os.path.relpath(os.path.join(top, name), folder)
+            (ours if is_ours(relpath, os.path.join(top, name)) else foreign).append(relpath)
+        rel = os.path.relpath(top, folder)
+        if rel != "." and rel not in (STUDENTS, GRADESCOPE):
+            foreign.append(rel + os.sep)
+            dirs[:] = []
+        else:
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+    return ours, sorted(set(foreign))
 
 
-VERDICT = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
+class ReportFolder:
+    """DIR as one run of grade.py writes it: claimed, cleared of stale reports, filled as workers finish."""
+
+    def __init__(self, path, lang, names):
+        self.path, self.lang, self.names = path, lang, names
+
+    def clear(self, keep=()):
+        """Remove the kit's own files, but those of the worker names in `keep` (resumed): none is stale after."""
+        kept = {rel for name in keep for rel in worker_files(name)}
+        ours, _ = survey(self.path)
+        for relpath in ours:
+            if relpath not in kept:
+                os.unlink(os.path.join(self.path, relpath))
+
+    def resumable(self, version=__version__):
+        """{name: result} of the worker reports in DIR that this grader version wrote."""
+        found = {}
+        for entry in sorted(os.listdir(self.path)):
+            if entry.endswith(".json") and entry not in CLASS_FILES:
+                value = read_json(os.path.join(self.path, entry))
+                if is_worker_report(value) and value.get("version") == version and isinstance(value.get("name"), str) \
+                        and file_stem(value["name"]) + ".json" == entry:
+                    found[value["name"]] = value
+        return found
+
+    def write_worker(self, result):
+        """One worker's JSON, page and Gradescope file, the moment it finishes."""
+        json_file, page, scope = (os.path.join(self.path, rel) for rel in worker_files(result["name"]))
+        atomic_write(page, student.student_html(result, self.lang))
+        atomic_write(scope, gradescope.results_json(result))
+        atomic_write(json_file, jsonfile.dumps(result))  # last: its presence means the worker's files are whole
+
+    def write_class(self, result):
+        """The class files for what has finished so far (marked partial until every worker has)."""
+        atomic_write(os.path.join(self.path, "class.json"), jsonfile.dumps(dict(result, workers=[
+            w["name"] for w in result["workers"]])))
+        atomic_write(os.path.join(self.path, "class.csv"), csvfile.class_csv(result, self.names))
+        atomic_write(os.path.join(self.path, "junit.xml"), junit.junit_xml(result))
+        atomic_write(os.path.join(self.path, "index.html"), summary.index_html(result, self.names, self.lang))
 
 
-def cell(value):
-    """A CSV cell from a worker-controlled string: escaped (text.shown), never one a spreadsheet takes for a formula."""
-    # Its tab or CR is escaped, so only =, +, - and @ still need the apostrophe.
-    return csv_cell(value)  # audit: G60
-
-
-def class_csv(graded, checks):
-    """One row per worker: its name, PASS/FAIL (or ERROR) per check, then passed and total."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(["worker"] + [c.name for c in checks] + ["passed", "total"])
-    for one in graded:
-        verdicts = {r["name"]: VERDICT[r["status"]] for r in one.results}
-        writer.writerow([cell(one.worker.name)] + [verdicts.get(c.name, "") for c in checks]
-                        + [one.counts()["pass"], len(one.checks)])
-    return out.getvalue()
-
-
-NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def xml_text(value):
-    """`value` with every character XML 1.0 cannot carry (control characters, lone surrogates) as U+FFFD."""
-    # shown(): a worker's ESC, bidi override or zero-width space escaped, as on the terminal.
-    return NOT_XML.sub("\ufffd", shown(value, newlines=True))  # audit: G60
-
-
-def junit_xml(graded):
-    """JUnit XML: a <testsuite> per worker, a <testcase> per check, <failure> (or <error>) with expected/observed.
-
-    Language-neutral, like the JSON and the CSV: the English text, whatever
-    --lang says (a CI server parses it; index.html is the page for people).
-    Times are seconds; a suite's time is the sum of its cases' (checks run
-    side by side, so it can exceed the wall time).
-    """
-    root = ET.Element("testsuites", name="grade.py")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
-    for one in graded:
-        counts = one.counts()
-        seconds = sum(r["seconds"] for r in one.results)
-        suite = ET.SubElement(root, "testsuite", name=xml_text(one.worker.name), tests=str(len(one.results)),
-                              failures=str(counts["fail"]), errors=str(counts["error"]), skipped="0",
-                              time="%.3f" % seconds)
-        for result in one.results:
-            case = ET.SubElement(suite, "testcase", classname=xml_text(one.worker.name), name=result["name"],
-                                 time="%.3f" % result["seconds"])
-            if result["status"] != "pass":
-                message = text("en", "junit.message", expected=result["expected"], observed=result["observed"])
-                problem = ET.SubElement(case, "failure" if result["status"] == "fail" else "error",
-                                        message=xml_text(message), type=VERDICT[result["status"]])
-                problem.text = xml_text(message)
-        totals["tests"] += len(one.results)
-        totals["failures"] += counts["fail"]
-        totals["errors"] += counts["error"]
-        totals["time"] += seconds
-    for key, value in totals.items():
-        root.set(key, "%.3f" % value if key == "time" else str(value))
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-STYLE = """
-body { font-family: sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #bbb; padding: 0.25em 0.5em; vertical-align: top; text-align: left; }
-td.pass { background: #cdeccd; }
-td.fail { background: #f6c9c9; }
-td.error { background: #f6e3a8; }
-td.fail p, td.error p { margin: 0.2em 0; font-size: 0.85em; max-width: 28em; }
-th.check { writing-mode: vertical-rl; font-weight: normal; font-family: monospace; }
-pre, code { font-family: monospace; }
-"""
-
-
-def worker_lines(result, lang):
-    """The worker's own frames and last printed lines of a failed check, each escaped with text.shown."""
-    worker = result.get("worker") or {}
-    lines = [text(lang, "html.frame", file=shown(f["file"]), line=f["line"], function=shown(f["function"]),
-                  code=shown(f["code"])) for f in worker.get("traceback", [])]
-    return lines + [text(lang, "html.printed", line=shown(line)) for line in worker.get("printed", [])]
-
-
-def index_html(graded, checks, lang, seconds):
-    """One self-contained page: the grid of workers x checks, coloured, failed cells with their text; each
-    worker's checks and evidence tables. No script, no external asset; every worker-controlled string escaped."""
-    def e(value):
-        return html.escape(xml_text(value))  # escaped (text.shown): no control character, no bidi override
-    parts = ['<!DOCTYPE html>\n<html lang="%s">\n<head>\n<meta charset="utf-8">\n' % e(lang),
-             "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n" % (e(text(lang, "html.title")), STYLE),
-             "<h1>%s</h1>\n" % e(text(lang, "html.title")),
-             "<p>%s</p>\n" % e(text(lang, "class.totals", perfect=perfect(graded),
-                                    workers=len(graded), passed=sum(one.counts()["pass"] for one in graded),
-                                    total=sum(len(one.checks) for one in graded), seconds="%.1f" % seconds)),
-             "<table>\n<tr><th>%s</th>" % e(text(lang, "class.worker"))]
-    parts += ['<th class="check">%s</th>' % e(c.name) for c in checks]
-    parts.append("<th>%s</th></tr>\n" % e(text(lang, "class.passed")))
-    for n, one in enumerate(graded):
-        by_name = {r["name"]: r for r in one.results}
-        parts.append('<tr><th><a href="#w%d">%s</a></th>' % (n, e(one.worker.name)))
-        for check in checks:
-            result = by_name.get(check.name)
-            if result is None:
-                parts.append("<td></td>")
-                continue
-            body = e(VERDICT[result["status"]])
-            if result["status"] != "pass":
-                expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))
-                body = "<b>%s</b><p>%s</p><p>%s</p>" % (
-                    body, e(text(lang, "html.expected", expected=expected)), e(text(lang, "html.observed", observed=observed)))
-            parts.append('<td class="%s">%s</td>' % (result["status"], body))
-        parts.append("<td>%d/%d</td></tr>\n" % (one.counts()["pass"], len(one.checks)))
-    parts.append("</table>\n")
-    for n, one in enumerate(graded):
-        parts.append('<h2 id="w%d">%s</h2>\n<p><code>%s</code></p>\n<table>\n' % (n, e(one.worker.name), e(one.worker.path)))
-        for result in one.results:
-            expected, observed = (render(result[key + "_message"], lang) for key in ("expected", "observed"))
-            parts.append('<tr><td class="%s">%s</td><td><code>%s</code></td><td>%s<br>%s%s</td></tr>\n' % (
-                result["status"], e(VERDICT[result["status"]]), e(result["name"]),
-                e(text(lang, "html.expected", expected=expected)), e(text(lang, "html.observed", observed=observed)),
-                "".join("<br><code>%s</code>" % e(line) for line in worker_lines(result, lang))))
-        parts.append("</table>\n")
-        for title, rows in evidence_tables(one.grader.evidence, lang):
-            parts.append("<h3>%s</h3>\n<table>\n" % e(title))
-            for i, row in enumerate(rows):
-                tag = "th" if i == 0 else "td"
-                parts.append("<tr>%s</tr>\n" % "".join("<%s>%s</%s>" % (tag, e(value), tag) for value in row))
-            parts.append("</table>\n")
-    parts.append("</body>\n</html>\n")
-    return "".join(parts)
+def load_shard(path, version=__version__):
+    """(worker results, class.json or None) of a --report folder, for --merge: its JSON alone."""
+    return ReportFolder(path, "en", ()).resumable(version), read_json(os.path.join(path, "class.json"))

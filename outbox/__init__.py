@@ -17,7 +17,7 @@ if sys.version_info < (3, 8):  # audit: G50
         sys.exit(2)
     raise ImportError(_TOO_OLD)
 
-__version__ = "3.0.0"  # the grader's version too: CHANGELOG.md says what each release asks of a worker
+__version__ = "4.0.0"  # the grader's version too: CHANGELOG.md says what each release asks of a worker
 
 from .core.dispatch import dispatch
 from .core.errors import (

@@ -10,7 +10,7 @@ with the publisher. Standard library only.
 # line and exits 2, and a plain import raises ImportError. One guard for both packages, not a copy.
 from outbox.core.errors import Conflict, InvalidEvent, WrongDatabase  # audit: G50
 
-__version__ = "3.0.0"  # always outbox.__version__: one kit, one version
+__version__ = "4.0.0"  # always outbox.__version__: one kit, one version
 
 from .core.inbox import init_sink, receive
 from .server import make_server

@@ -18,20 +18,20 @@ import re
 import signal
 import sqlite3
 import sys
-import threading
 import time
 
 from outbox.cli.args import Parser, add_durability_flag, loopback_host_arg, positive_int, timeout_arg
 from outbox.core.errors import OutboxError
 from outbox.export.timestamps import utc
 
-from . import faults, metrics, server, views
+from . import faults, logqueue, metrics, server, views
 
 PROG = "sink"
 EXIT_OK = 0
 EXIT_DB = 1
 EXIT_THREAD_DIED = 70  # EX_SOFTWARE in sysexits.h: the server failed, not the caller
 STOP_POLL = 0.1  # seconds between looks at the stop flag and at the server's threads
+LOG_DRAIN = 1.0  # seconds the log may take to write what is queued once the server has stopped
 
 
 class _Parser(Parser):
@@ -147,6 +147,16 @@ def _build_parser():
 
 
 def _serve(args):
+    # Every line of a running sink goes through one bounded queue: a stderr nobody reads loses lines, counted,
+    # and never stops the sink from answering or from stopping.
+    log = logqueue.QueuedLog(sys.stderr.fileno(), prefix=lambda: utc(time.time()))
+    try:
+        return _run(args, log)
+    finally:
+        log.close(LOG_DRAIN)
+
+
+def _run(args, log):
     try:
         srv = server.make_server(
             args.db,
@@ -157,7 +167,7 @@ def _serve(args):
             fault_count=args.fault_count,
             max_connections=args.max_connections,
             durability=args.durability,
-            log=_log,
+            log=log,
         )
     except OSError as exc:
         raise OSError("cannot listen on %s port %d: %s" % (args.host, args.port, exc)) from None
@@ -178,28 +188,16 @@ def _serve(args):
         srv.stop()
         raise
     if srv.failure is None:
-        print("%s: stopping: finishing the requests in hand" % PROG, file=sys.stderr, flush=True)
+        log.plain("%s: stopping: finishing the requests in hand" % PROG)
         try:
             srv.stop()
         except server.ThreadDied:
             pass  # died while stopping: reported below like any other death
     if srv.failure is not None:
         # At once: another stop() could wait on the thread that is gone. Its traceback is in the log above.
-        print("%s: error: %s; exiting with status %d" % (PROG, srv.failure, EXIT_THREAD_DIED),
-              file=sys.stderr, flush=True)
+        log.plain("%s: error: %s; exiting with status %d" % (PROG, srv.failure, EXIT_THREAD_DIED))
         return EXIT_THREAD_DIED  # audit: G33
     return EXIT_OK
-
-
-_LOG_LOCK = threading.Lock()
-
-
-def _log(line):
-    """The server's log: one line on stderr, UTC time first, written whole and flushed (every thread logs)."""
-    text = "%s %s\n" % (utc(time.time()), line)
-    with _LOG_LOCK:
-        sys.stderr.write(text)
-        sys.stderr.flush()
 
 
 def _show(args):

@@ -43,10 +43,13 @@ class FaultyReceive:
     ValueError. Later calls go straight to `receive`. The count is taken under
     a lock, so concurrent requests never share one fault. Works with any
     `receive` that commits through the sqlite3 connection it is given.
-    `log(line)`, if given, hears of each fault as it fires (it must not raise).
+    `log(line)`, if given, hears of each fault as it fires (it must not raise);
+    `before_exit()`, if given, is called after that line when the fault is
+    about to end the process, so a log written by a thread of its own
+    (sink.logqueue) gets the line out first.
     """
 
-    def __init__(self, receive, name, *, count=1, log=None):
+    def __init__(self, receive, name, *, count=1, log=None, before_exit=None):
         if name not in NAMES:
             raise ValueError("unknown fault %r; choose from %s" % (name, ", ".join(NAMES)))
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -57,6 +60,7 @@ class FaultyReceive:
         self._left = count
         self._lock = threading.Lock()
         self._log = log
+        self._before_exit = before_exit
 
     def __call__(self, con, event):
         hit = self._take()
@@ -66,6 +70,8 @@ class FaultyReceive:
             self._log("fault %s fired on event %r (%d of %d): %s" % (
                 self.name, event.get("id") if isinstance(event, dict) else None, hit, self._count,
                 _EFFECTS[self.name]))
+        if self.name != DROP_AFTER_COMMIT and self._before_exit is not None:
+            self._before_exit()  # a crash fault: the process ends inside this call
         if self.name == DROP_AFTER_COMMIT:
             return self._drop_after_commit(con, event)
         if self.name == CRASH_BEFORE_COMMIT:

@@ -14,7 +14,10 @@ Three kinds of thread, each with one job:
                idle or trickling client costs a buffer, never a thread; an
                error of one client closes that client, never the loop.
   the workers  (WORKERS threads) take complete requests, answer each in ONE
-               write, and close the connection.
+               write without waiting, and close the connection, or hand a
+               kept one back to the reader (below). What a slow reader leaves
+               of an answer is handed back too: the reader thread writes the
+               rest by its deadline, then closes it (or reads a kept one again).
   the store    (one thread, sink.storethread) opens the store connection
                once and runs every `receive` on it, one at a time: SQLite
                serialises writers anyway, a foreign `receive` never sees two
@@ -24,7 +27,13 @@ Three kinds of thread, each with one job:
 All are daemon threads: a `receive` that never returns cannot hold the process
 up. Fail loud: if one of them dies, `failure` says which and why, every request
 still answered gets 503, stop() raises it, and `python -m sink serve` exits 70.
-One request per connection; every answer says ``Connection: close``.
+One request per connection, with one exception: an HTTP/1.1 request that
+asks for ``Connection: keep-alive`` (the kit's relay does), framed exactly and
+answered 200, gets ``HTTP/1.1 ... Connection: keep-alive`` and its connection
+goes back to the reader with a fresh framing.Reader, as a new client would:
+the same deadline, the same cap (an idle kept connection is the first closed
+to make room), nothing carried over from the last request. Every other
+answer says ``Connection: close``.
 """
 
 import collections
@@ -43,10 +52,10 @@ import traceback
 from http import HTTPStatus
 
 from outbox.core.db import check_durability
-from outbox.core.errors import Conflict, InvalidEvent
+from outbox.core.errors import Conflict, InvalidEvent, OutboxError
 from outbox.core.event import loads_strict, validate_event
 
-from . import framing, metrics, views
+from . import framing, logqueue, metrics, readings, views
 from .core import ack, inbox
 from .storethread import StoreGone, StoreThread, exception_line
 from .framing import NEED_MORE, Refused, Unanswered
@@ -62,7 +71,10 @@ ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audi
 ROUTES_TEXT = framing.routes_text(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
-LISTEN_BACKLOG = 128
+# The listen backlog: at least the cap, and the system's own maximum where that is larger (the kernel
+# clamps it to its limit, net.core.somaxconn on Linux). A fixed 128 made complete requests above the cap
+# meet the 1 s SYN retransmit when a burst overflowed it.
+MIN_LISTEN_BACKLOG = max(128, socket.SOMAXCONN)
 WORKERS = 4  # answering is short: a JSON parse, a wait for the store thread, one write
 # Accepts per wake of the reader, so a burst of connections cannot starve the
 # reads of the others; at most half the cap, so a client accepted in a burst
@@ -80,6 +92,12 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # accept() failing with one of these means "out of descriptors or memory", not
 # "this client is bad": closing a connection, or waiting, is the cure; retrying at once is a spin.
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# The lines an attack repeats by the thousand, summed per logqueue.INTERVAL: kind -> (verb, what) of the summary.
+REPEATED = {
+    "room": ("closed", "connection(s) without an answer to make room"),
+    "cut": ("cut", "answer(s) short to make room"),
+    "expired": ("closed", "connection(s) with no complete request within the timeout"),
+}
 
 
 class WithholdAnswer(Exception):
@@ -149,32 +167,41 @@ def make_server(
     if fault is not None:  # audit: G35
         from . import faults  # only here: sink.server needs it only for a fault (python -m sink loads it for --fault)
 
-        receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log))
-    listener = _listen(host, port)
+        # A log with a drain() (sink.logqueue.QueuedLog) writes the fault's line out before a crash fault exits.
+        drain = getattr(log, "drain", None)
+        receive = faults.FaultyReceive(receive, fault, count=fault_count, log=functools.partial(_log_to, log),
+                                       before_exit=None if drain is None else functools.partial(drain, 1.0))
+    listener = _listen(host, port, backlog=max(max_connections, MIN_LISTEN_BACKLOG))
     try:
         store = StoreThread(open_store, db_path)  # audit: G25
     except BaseException:
         listener.close()
         raise
-    return SinkServer(
-        listener,
-        store=store,
-        receive=receive,
-        held_digest=ack.held_digest if own_store else None,
-        timeout=float(timeout),
-        max_connections=max_connections,
-        log=log,
-    )
+    try:
+        return SinkServer(
+            listener,
+            store=store,
+            receive=receive,
+            # The kit's own store is read off the store thread (sink.readings); a foreign one has its own form.
+            reads=readings.Readings(db_path) if own_store else None,
+            timeout=float(timeout),
+            max_connections=max_connections,
+            log=log,
+        )
+    except BaseException:
+        listener.close()
+        store.close(timeout)
+        raise
 
 
-def _listen(host, port):
+def _listen(host, port, *, backlog):
     # No getfqdn(host) as http.server does: that reverse DNS lookup may leave this machine.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
-        listener.listen(LISTEN_BACKLOG)
+        listener.listen(backlog)
         listener.setblocking(False)
     except BaseException:
         listener.close()
@@ -194,29 +221,60 @@ def _log_to(log, line):
 class _Client:
     """A connection the reader holds: its socket, its framing.Reader, and whether it is gone from the reader."""
 
-    __slots__ = ("sock", "address", "reader", "gone")
+    __slots__ = ("sock", "address", "reader", "gone", "kept")
 
-    def __init__(self, sock, address, reader):
+    def __init__(self, sock, address, reader, kept=False):
         self.sock = sock
         self.address = address
         self.reader = reader
         self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
+        self.kept = kept  # True once the connection has carried an answered request (keep-alive)
+
+
+class _Opened:
+    """A worker's word that its read-only connection is open (`error` None) or could not be (`error` why)."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.error = None
+
+
+class _Sending:
+    """An answer the reader thread finishes writing: the part its client has not taken yet, and until when.
+
+    `keep`: the answer said keep-alive, so once it is written whole the
+    connection is read again as a new client (never before: no next request
+    is read while an answer is still going out).
+    """
+
+    __slots__ = ("sock", "address", "rest", "deadline", "keep", "line", "gone")
+
+    def __init__(self, sock, address, rest, deadline, *, keep):
+        self.sock = sock
+        self.address = address
+        self.rest = rest  # a memoryview of what is left to write
+        self.deadline = deadline
+        self.keep = keep
+        self.line = None  # the request's log line, written once this ends
+        self.gone = False
 
 
 class SinkServer:
     """The sink's HTTP server; build it with `make_server`."""
 
-    request_queue_size = LISTEN_BACKLOG  # a burst of connections waits in the backlog, not refused
-
-    def __init__(self, listener, *, store, receive, held_digest, timeout, max_connections, log):
+    def __init__(self, listener, *, store, receive, reads, timeout, max_connections, log):
         self.socket = listener
         self.server_address = listener.getsockname()
         self.request_timeout = timeout
         self.max_connections = max_connections
+        # A burst of connections waits in the backlog, not refused (see MIN_LISTEN_BACKLOG).
+        self.request_queue_size = max(max_connections, MIN_LISTEN_BACKLOG)
         self.receive = receive
         self.log = log
         self._store = store
-        self._held_digest = held_digest
+        self._reads = reads
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -225,19 +283,40 @@ class SinkServer:
         self._selector.register(listener, selectors.EVENT_READ)
         self._listening = True
         self._resume_at = None  # when a listener paused with nothing to close listens again
+        self._repeats = logqueue.Repeats(REPEATED)  # the reader thread's repeated lines, summed
         # Clients keyed by the _Client itself, which a close does not change (a socket's
         # fileno() becomes -1); oldest first, which is also earliest deadline first.
         self._waiting = collections.OrderedDict()
+        # Answers being finished by the reader thread (_Sending), oldest first, which is earliest deadline first;
+        # workers hand them over through _handed_back.
+        self._sending = collections.OrderedDict()
+        self._handed_back = queue.SimpleQueue()
         self._accepts_per_wake = min(ACCEPTS_PER_WAKE, max(1, max_connections // 2))
         self._lock = threading.Lock()
         self._in_hand = set()  # sockets handed to the workers and not yet closed; under _lock
         self._failure = None  # the first ThreadDied; under _lock
         self._jobs = queue.SimpleQueue()
+        self._kept = queue.SimpleQueue()  # (sock, address) answered whole with keep-alive, back to the reader
+        # Each worker opens its read-only connection before the server serves anyone, and make_server waits
+        # for them: those descriptors are taken before clients can use them up, and a DB the workers cannot
+        # read is refused here, not answered 500 at the first request.
+        opened = [_Opened() for _ in range(WORKERS)]
         self._workers = [
-            threading.Thread(target=self._work, name="sink-worker-%d" % n, daemon=True) for n in range(WORKERS)
+            threading.Thread(target=self._work, args=(opened[n],), name="sink-worker-%d" % n, daemon=True)
+            for n in range(WORKERS)
         ]
         for worker in self._workers:
             worker.start()
+        for one in opened:
+            one.done.wait()
+        errors = [one.error for one in opened if one.error is not None]
+        if errors:
+            for _ in self._workers:
+                self._jobs.put(None)
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+            raise errors[0]
         store.on_death = functools.partial(self._fail, "store")
         self._stop_requested = False
         self._give_up = None  # when stop() abandons what still runs
@@ -316,6 +395,14 @@ class SinkServer:
                 "stop: %s still busy at the stop deadline with %d connection(s) in hand (a receive that does not "
                 "return?): those connections are shut and the threads abandoned" % (", ".join(busy), held)
             )
+        while True:  # answers handed back after the reader ended: it will not finish them
+            try:
+                self._sending[self._handed_back.get_nowait()] = None
+            except queue.Empty:
+                break
+        for sending in list(self._sending):
+            self._finish(sending, "answer not delivered: the sink stopped before the client took it")
+        self._take_back()  # closes what a worker kept after the reader stopped taking them back
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -343,7 +430,8 @@ class SinkServer:
                 if client.reader.head is None:  # audit: G32
                     self._close(client)
             give_up = self._give_up if self._give_up is not None else float("inf")
-            while self._waiting and time.monotonic() < give_up:
+            # Bodies still arriving, requests in hand, answers being finished: each by its deadline, all by give_up.
+            while self._open() and time.monotonic() < give_up:
                 self._serve_once()
         except BaseException as exc:
             self.socket.close()  # first, so that once `failure` is set no new client is left waiting
@@ -352,6 +440,11 @@ class SinkServer:
         finally:
             for client in list(self._waiting):
                 self._close(client)
+            self._take_handed_back()
+            for sending in list(self._sending):
+                self._finish(sending, "answer not delivered: the sink stopped before the client took it")
+            for line in self._repeats.due(time.monotonic(), every=True):
+                self.log_line(line)
             self._stopped.set()
 
     def _serve_in_thread(self):
@@ -364,8 +457,14 @@ class SinkServer:
         now = time.monotonic()
         # Every client gets the same timeout, so the oldest has the earliest deadline.
         deadlines = [next(iter(self._waiting)).reader.deadline] if self._waiting else []
+        if self._sending:
+            deadlines.append(next(iter(self._sending)).deadline)
         if self._resume_at is not None:
             deadlines.append(self._resume_at)
+        if self._stop_requested and self._give_up is not None:
+            deadlines.append(self._give_up)
+        if self._repeats.next_due() is not None:
+            deadlines.append(self._repeats.next_due())
         wait = max(0.0, min(deadlines) - now) if deadlines else None
         accept = False
         for key, _ in self._selector.select(wait):
@@ -373,13 +472,24 @@ class SinkServer:
                 accept = True
             elif key.fileobj is self._wake_r:
                 self._drain_wake()
-            elif not key.data.gone:  # a client closed or handed over earlier in this batch is skipped
+                self._take_back()
+            elif key.data.gone:
+                pass  # a client closed or handed over earlier in this batch is skipped
+            elif isinstance(key.data, _Sending):
+                self._send_more(key.data)
+            else:
                 self._for_client(key.data, self._read)
+        self._take_handed_back()
         # Reads first, then accepts: a client whose request is in is handed over before anyone is evicted.
         if accept and self._listening:
             self._accept()
         self._expire(time.monotonic())
-        if not self._listening and not self._stop_requested and self._open() < self.max_connections:
+        for line in self._repeats.due(time.monotonic()):
+            self.log_line(line)
+        # Listen again once a slot is free, or once a client holds one that an accept may close to make room
+        # (a kept connection back from a worker, idle, or an answer a slow reader takes: in hand when it paused).
+        if not self._listening and not self._stop_requested and (
+                self._open() < self.max_connections or self._waiting or self._sending):
             if self._resume_at is None or time.monotonic() >= self._resume_at:
                 self._start_listening()
 
@@ -395,12 +505,13 @@ class SinkServer:
             self._close(client)  # audit: G30
 
     def _open(self):
+        """Connections that hold a slot: waiting for their request, in hand, or taking their answer."""
         with self._lock:
-            return len(self._waiting) + len(self._in_hand)
+            return len(self._waiting) + len(self._in_hand)  # a _Sending's socket stays in _in_hand
 
     def _accept(self):
         for _ in range(self._accepts_per_wake):
-            if self._open() >= self.max_connections and not self._waiting:  # audit: G31
+            if self._open() >= self.max_connections and not self._waiting and not self._sending:  # audit: G31
                 # Every slot holds a request in hand: new clients wait in the backlog until one is answered.
                 self._stop_listening()
                 return
@@ -435,6 +546,27 @@ class SinkServer:
         self._selector.register(client.sock, selectors.EVENT_READ, client)
         self._read(client)  # a client that sent its request with the connect is served without another wake
 
+    def _take_back(self):
+        """Read again, as new clients, the connections the workers kept (keep-alive); close them once stopping."""
+        while True:
+            try:
+                sock, address = self._kept.get_nowait()
+            except queue.Empty:
+                return
+            self._read_again(sock, address)
+
+    def _read_again(self, sock, address):
+        """A kept connection whose answer is written whole: out of hand, and read as a new client (closed once stopping)."""
+        with self._lock:
+            self._in_hand.discard(sock)
+        if self._stop_requested or self._closed:
+            sock.close()
+            return
+        reader = framing.Reader(ALLOWED, time.monotonic() + self.request_timeout, self.request_timeout)
+        client = _Client(sock, address, reader, kept=True)
+        self._waiting[client] = None
+        self._for_client(client, self._register)
+
     def _client_in_backlog(self):
         """True if a connection waits to be accepted; asks without a new descriptor (none may be left)."""
         if hasattr(select, "poll"):
@@ -444,11 +576,21 @@ class SinkServer:
         return bool(select.select([self.socket], [], [], 0)[0])
 
     def _make_room(self, why):
-        """Close the client that has waited longest without a complete request; False if there is none."""
+        """Close the client that has waited longest without a complete request; False if there is none.
+
+        With none waiting, the client slowest to take its answer is cut
+        instead: an answer is idempotent (a publisher that loses an ACK sends
+        again, and the inbox makes it a duplicate), a slot held by a reader
+        that does not read is not.
+        """
         if not self._waiting:
-            return False
+            if not self._sending:
+                return False
+            cut = next(iter(self._sending))  # audit: G31
+            self._finish(cut, "answer cut short to make room (%s)" % why, repeated="cut")
+            return True
         oldest = next(iter(self._waiting))  # audit: G31
-        self.log_line("%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
+        self.log_repeated("room", "%s - closed without an answer to make room (%s)" % (oldest.address[0], why))
         self._close(oldest)
         return True
 
@@ -502,12 +644,73 @@ class SinkServer:
             expired.append(client)
         for client in expired:
             self._for_client(client, self._settle, client.reader.expire(now))  # audit: G30
+        late = []
+        for sending in self._sending:
+            if sending.deadline > now:
+                break
+            late.append(sending)
+        for sending in late:
+            self._finish(sending, "answer not delivered: the client did not take it within %gs" % self.request_timeout)
+
+    # -- answers the reader thread finishes -------------------------------------------------------
+
+    def _take_handed_back(self):
+        """Watch each answer a worker could not write at once; the reader writes the rest as its client reads."""
+        while True:
+            try:
+                sending = self._handed_back.get_nowait()
+            except queue.Empty:
+                return
+            self._sending[sending] = None
+            try:
+                self._selector.register(sending.sock, selectors.EVENT_WRITE, sending)
+            except (ValueError, OSError) as exc:  # closed under us, or the selector is being torn down
+                self._finish(sending, "answer not delivered: %s" % exc)
+
+    def _send_more(self, sending):
+        try:
+            sent = _send_now(sending.sock, sending.rest)
+        except OSError as exc:
+            self._finish(sending, "answer not delivered: %s" % exc)
+            return
+        sending.rest = sending.rest[sent:]
+        if not sending.rest:
+            self._finish(sending, None)
+
+    def _finish(self, sending, note, *, repeated=None):
+        """End an answer the reader was writing, log its request's line.
+
+        Written whole (`note` None) with keep-alive: its connection is read
+        again as a new client. Else it is closed and its slot freed.
+        """
+        if sending.gone:
+            return
+        sending.gone = True
+        self._sending.pop(sending, None)
+        kept = note is None and sending.keep
+        try:
+            self._selector.unregister(sending.sock)
+        except (KeyError, ValueError, OSError):
+            pass  # never registered, or the selector is being torn down
+        finally:
+            if not kept:
+                sending.sock.close()
+                with self._lock:
+                    self._in_hand.discard(sending.sock)
+        line = sending.line if note is None else "%s %s" % (sending.line, _one_line(note))
+        if repeated is not None:
+            self.log_repeated(repeated, line)
+        else:
+            self.log_line(line)  # audit: G34
+        if kept:
+            self._read_again(sending.sock, sending.address)
 
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
         if isinstance(outcome, Unanswered):
-            if outcome.reason is not None:
-                self.log_line("%s - closed: %s" % (client.address[0], outcome.reason))
+            # A kept connection that sends nothing more is done, not suspect.
+            if outcome.reason is not None and not (client.kept and client.reader.received == 0):
+                self.log_repeated("expired", "%s - closed: %s" % (client.address[0], outcome.reason))
             self._close(client)
         elif outcome is not NEED_MORE:
             self._hand_over(client, outcome)
@@ -532,7 +735,7 @@ class SinkServer:
         client.gone = True
         with self._lock:
             self._in_hand.add(client.sock)
-        self._jobs.put((client.sock, client.address, client.reader.head, outcome))
+        self._jobs.put((client.sock, client.address, client.reader.head, outcome, client.reader.may_keep()))
 
     # -- failures -------------------------------------------------------------------------------
 
@@ -554,7 +757,15 @@ class SinkServer:
 
     # -- answers (worker threads) -----------------------------------------------------------------
 
-    def _work(self):
+    def _work(self, opened):
+        try:
+            if self._reads is not None:
+                self._reads.open_mine()
+        except BaseException as exc:
+            opened.error = exc
+            return
+        finally:
+            opened.done.set()
         try:
             while True:
                 job = self._jobs.get()
@@ -563,10 +774,21 @@ class SinkServer:
                 self._serve(*job)
         except BaseException as exc:
             self._fail("worker", exc)
+        finally:
+            if self._reads is not None:
+                self._reads.close_mine()
 
-    def _serve(self, sock, address, head, outcome):
-        """Answer one request, close its connection, log one line; no Exception leaves here."""
-        status = note = None
+    def _serve(self, sock, address, head, outcome, may_keep):
+        """Answer one request, close its connection (or hand a kept one back), log one line; no Exception leaves here.
+
+        The answer is written without waiting: what the client does not take
+        at once (a slow reader of a large /metrics) is handed back to the
+        reader thread, which finishes it by its deadline and then closes and
+        logs (or, kept, reads the connection again). So no client can hold a
+        worker, and the honest POSTs behind it.
+        """
+        status = note = handed = None
+        keep = False
         try:
             refusal = outcome if isinstance(outcome, Refused) else None
             if refusal is None:
@@ -578,25 +800,42 @@ class SinkServer:
                 answer = Answer(refusal.status(), refusal.body(), allow=refusal.allow)
                 note = refusal.detail or refusal.message
             status = answer.status
-            sock.settimeout(self.request_timeout)  # the answer gets a timeout of its own
-            sock.sendall(self._encode(answer, head_only=head is not None and head.method == "HEAD"))
+            keep = may_keep and status == HTTPStatus.OK and not self._stop_requested and self._failure is None
+            data = self._encode(answer, head_only=head is not None and head.method == "HEAD", keep=keep)
+            sent = _send_now(sock, data)
+            if sent < len(data):
+                handed = _Sending(sock, address, memoryview(data)[sent:], time.monotonic() + self.request_timeout,
+                                  keep=keep)
         except WithholdAnswer as withheld:
+            keep = False
             note = "no answer: %s" % withheld
             _shutdown(sock)
         except OSError as exc:
+            keep = False
             note = "answer not delivered: %s" % exc
         except Exception:
+            keep = False
             note = "unhandled error:\n%s" % traceback.format_exc().rstrip()
         finally:
-            with self._lock:
-                self._in_hand.discard(sock)
-            sock.close()
-            self._wake()  # a slot is free: a paused listener may listen again
+            if handed is not None:
+                pass  # still in hand (and counted) until the reader has written the rest
+            elif keep:
+                self._kept.put((sock, address))  # still in hand (and counted) until the reader takes it back
+            else:
+                with self._lock:
+                    self._in_hand.discard(sock)
+                sock.close()
         line = head.request_line() if head is not None else "-"
         shown = [] if status is None else [str(int(status))]
         if note is not None:
             shown.append(note if note.startswith("unhandled") else _one_line(note))
-        self.log_line('%s - "%s" %s' % (address[0], line, " ".join(shown)))  # audit: G34
+        text = '%s - "%s" %s' % (address[0], line, " ".join(shown))
+        if handed is not None:
+            handed.line = text  # logged by the reader thread once the answer is written or given up
+            self._handed_back.put(handed)
+        else:
+            self.log_line(text)  # audit: G34
+        self._wake()  # a slot is free (a paused listener may listen again), or an answer is to finish
 
     def respond(self, head, body):
         """The Answer to a complete request whose route is allowed; Refused for anything untrusted.
@@ -616,27 +855,56 @@ class SinkServer:
             raise Refused("unavailable", "the sink cannot serve: %s" % exc) from None
 
     def _metrics(self):
-        """The deliveries log and inventory as Prometheus text, read on the store thread."""
+        """The deliveries log and inventory as Prometheus text: a snapshot of bounded age (sink.readings).
+
+        Read on this worker's own read-only connection, never on the store
+        thread; a foreign store, whose file may not be the kit's, is read on
+        its store connection as before.
+        """
         try:
+            if self._reads is not None:
+                return self._reads.metrics_text()
             return self._store.call(_metrics_text)
-        except sqlite3.Error as exc:  # a foreign store without the columns sink.views.status reads
+        except readings.NotReady as exc:
+            raise Refused("unavailable", str(exc)) from None
+        except (sqlite3.Error, OutboxError) as exc:  # a foreign store without the columns sink.views.status reads
             raise Refused("internal", "internal error: no metrics from this store: %s" % exc) from exc
 
     def _post_event(self, body):
         event = _parse_event(body)
         try:
-            return self._store.call(self._receive_once, event)  # the ACK, made after the receipt  # audit: G26
+            # The receipt and its ACK (sink.core.ack), on the store thread; the digest is read below, off it.
+            answer = self._store.call(self._receive_once, event)  # audit: G26
         except (WithholdAnswer, Refused, StoreGone):
             raise
         except Exception as exc:
             raise self._refusal_for(exc, event["id"]) from exc
+        held = self._held_digest(event["id"])
+        if held is not None:
+            answer["digest"] = held  # the digest of what the inbox holds, read after the receipt (sink.core.ack)
+        return answer
 
     def _receive_once(self, con, event):
-        """On the store thread: sink.core.ack.acknowledge, the receipt and then its ACK."""
+        """On the store thread: sink.core.ack.acknowledge, the receipt and then its ACK. Nothing else runs there."""
         try:
-            return ack.acknowledge(con, self.receive, event, digest_of=self._held_digest)
+            return ack.acknowledge(con, self.receive, event)  # audit: G26
         except ack.BadResult as exc:
             raise Refused("internal", "internal error: %s" % exc) from None
+
+    def _held_digest(self, event_id):
+        """The digest of what the kit's store now holds for `event_id` (committed by receive), or None.
+
+        Read on this worker's own read-only connection (sink.readings, through
+        sink.core.ack.held_digest): `receive` has committed, so that connection
+        sees it. A foreign store gets no digest.
+        """
+        if self._reads is None:
+            return None
+        try:
+            return self._reads.held_digest(event_id)  # audit: G26
+        except (sqlite3.Error, OutboxError) as exc:
+            # No ACK without the digest: the publisher retries, and the inbox makes it a duplicate.
+            raise Refused("internal", "internal error: cannot read the digest the sink holds: %s" % exc) from exc
 
     def _refusal_for(self, exc, event_id):
         # By class name too, so a foreign store with its own Conflict maps the same way.
@@ -651,15 +919,18 @@ class SinkServer:
         return Refused("internal", "internal error: %s: %s" % (type(exc).__name__, exc))
 
     @staticmethod
-    def _encode(answer, *, head_only):
-        """Status line, headers and body as ONE bytes object, so the answer leaves in one write."""
+    def _encode(answer, *, head_only, keep=False):
+        """Status line, headers and body as ONE bytes object, so the answer leaves in one write.
+
+        `keep`: the connection stays open for the next request (HTTP/1.1 keep-alive), else Connection: close.
+        """
         if isinstance(answer.body, dict):
             # The trailing newline keeps `curl` output off the shell prompt.
             data = (json.dumps(answer.body) + "\n").encode("ascii")
         else:
             data = answer.body.encode("utf-8")
         lines = [
-            "%s %d %s" % (PROTOCOL, answer.status, HTTPStatus(answer.status).phrase),
+            "%s %d %s" % ("HTTP/1.1" if keep else PROTOCOL, answer.status, HTTPStatus(answer.status).phrase),
             "Server: %s" % SERVER_NAME,
             "Date: %s" % email.utils.formatdate(usegmt=True),
             "Content-Type: %s" % answer.content_type,
@@ -667,12 +938,20 @@ class SinkServer:
         ]
         if answer.allow is not None:
             lines.append("Allow: %s" % answer.allow)
-        lines.append("Connection: close")  # audit: G27
+        lines.append("Connection: keep-alive" if keep else "Connection: close")  # audit: G27
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head if head_only else head + data
 
     def log_line(self, line):
         _log_to(self.log, line)
+
+    def log_repeated(self, kind, line):
+        """Log `line`, one of REPEATED's `kind`: the first in an interval as it is, the others as one count.
+
+        Reader thread only (the tally has no lock).
+        """
+        for shown in self._repeats.note(kind, line, time.monotonic()):
+            self.log_line(shown)
 
 
 def _metrics_text(con):
@@ -695,6 +974,18 @@ def _parse_event(body):
 def _one_line(text):
     """`text` as one log line: a line break a client or a foreign error put in it is shown, not obeyed."""
     return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _send_now(sock, data):
+    """How many bytes of `data` the non-blocking `sock` took without waiting (OSError if the client is gone)."""
+    view = memoryview(data)
+    sent = 0
+    while sent < len(view):
+        try:
+            sent += sock.send(view[sent:])
+        except BlockingIOError:
+            break
+    return sent
 
 
 def _shutdown(sock):

@@ -166,15 +166,21 @@ def run_cli(package, *args, cwd=ROOT, env=None, timeout=60):
                           universal_newlines=True, timeout=timeout)
 
 
-def run_on_a_terminal(args, *, env, timeout, cwd=ROOT):
-    """Run `args` with stderr on a pseudo-terminal (stdout piped): (exit status, stdout bytes, the terminal's bytes)."""
+def run_on_a_terminal(args, *, env, timeout, cwd=ROOT, stream="stderr"):
+    """Run `args` with `stream` (stderr or stdout) on a pseudo-terminal, the other piped.
+
+    Returns (exit status, the piped stream's bytes, the terminal's bytes).
+    """
     import pty  # POSIX only; imported here so that the module loads everywhere
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave)
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        streams[stream] = slave
+        proc = subprocess.Popen(args, cwd=cwd, env=env, **streams)
         os.close(slave)
         slave = None
-        out, _ = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
+        out = err if stream == "stdout" else out
         seen = b""
         while True:
             try:
@@ -712,3 +718,12 @@ def write_worker(path, body="", *, kit=True):
     with open(path, "w", encoding="utf-8") as f:
         f.write((KIT_WORKER if kit else "") + textwrap.dedent(body))
     return path
+
+
+def read_rows(path, sql):
+    """The rows `sql` reads from the SQLite file at `path`, through a read-only connection of the test's own."""
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()

@@ -1,7 +1,8 @@
 """docs/alerts.yml has the shape `promtool check rules` accepts, and reads metrics the kit really exports.
 
-promtool is not installed here and nothing is downloaded, so this checks
-the structure itself: a strict YAML subset (block mappings and sequences,
+Where promtool is installed, `promtool check rules` and `promtool test rules
+docs/alerts.test.yml` run too (skipped by name otherwise). Without it, this
+checks the structure itself: a strict YAML subset (block mappings and sequences,
 double-quoted strings, plain scalars only for names and durations, so any
 YAML parser reads the same), the rule file's keys and their types, alert
 names, durations, label names, balanced brackets in each expression, and
@@ -11,6 +12,8 @@ PromQL itself is not parsed.
 import json
 import os
 import re
+import shutil
+import subprocess
 import unittest
 
 from outbox.ops import relay
@@ -20,6 +23,7 @@ from sink import metrics
 from tests.support import ROOT, read_doc
 
 ALERTS = os.path.join(ROOT, "docs", "alerts.yml")
+ALERT_TESTS = os.path.join(ROOT, "docs", "alerts.test.yml")
 PLAIN = re.compile(r"[A-Za-z0-9_.-]+\Z")
 DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+\Z")
 NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -150,6 +154,47 @@ class AlertRulesTest(unittest.TestCase):
         readme = read_doc("docs/operating.md")
         missing = [rule["alert"] for rule in self.rules() if "`%s`" % rule["alert"] not in readme]
         self.assertEqual(missing, [], "alerts docs/operating.md does not explain")
+
+    def test_every_gauge_a_rule_reads_has_a_sample_from_the_first_round(self):
+        # A relay that never had a good round, and figures read once: what a rule reads is there, or the rule
+        # is about that absence (absent(), or `or` falling back to a gauge that is there).
+        figures = {"pending": 0, "sent": 0, "quarantined": 0, "oldest_pending_age_s": None, "max_attempts_pending": 0,
+                   "head": None}
+        text = render_status(figures, written=1.0) + render_relay(relay.Tally(), started=1.0, written=1.0)
+        sampled = set(re.findall(r"^((?:outbox|sink)_[a-z_]+)(?:\{.*\})? ", text, re.M))
+        for rule in self.rules():
+            read = set(METRIC.findall(rule["expr"])) - {name for name in METRIC.findall(rule["expr"])
+                                                        if name.startswith("sink_")}
+            with self.subTest(rule=rule["alert"]):
+                if "absent(" in rule["expr"] and not (read - sampled):
+                    continue
+                fallback = "outbox_relay_last_success_timestamp_seconds or outbox_relay_started_timestamp_seconds"
+                if fallback in rule["expr"]:
+                    read.discard("outbox_relay_last_success_timestamp_seconds")
+                if rule["alert"] == "OutboxRelayMetricsAbsent":
+                    continue  # it fires on the absence itself
+                self.assertEqual(sorted(read - sampled), [], "no sample from the first round")
+
+    def test_the_promtool_unit_tests_cover_each_rule_firing_and_resolved(self):
+        with open(ALERT_TESTS, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("rule_files:\n  - alerts.yml\n", text)
+        for rule in self.rules():
+            checks = re.findall(r"alertname: %s\n        exp_alerts:( \[\])?" % rule["alert"], text)
+            with self.subTest(rule=rule["alert"]):
+                self.assertIn("", checks, "never seen firing")
+                self.assertIn(" []", checks, "never seen quiet or resolved")
+
+    def test_promtool_checks_the_rules_and_runs_their_unit_tests(self):
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            self.skipTest("promtool is not installed (apt-get install prometheus gives it)")
+        for args in (["check", "rules", ALERTS], ["test", "rules", ALERT_TESTS]):
+            with self.subTest(args=args[:2]):
+                done = subprocess.run([promtool] + args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      universal_newlines=True, timeout=120)
+                self.assertEqual(done.returncode, 0, done.stdout)
+                self.assertIn("SUCCESS", done.stdout)
 
     def test_the_subset_parser_refuses_what_it_does_not_know(self):
         self.assertEqual(parse_yaml_subset('a:\n  - b: "x: y"\n    c: 5m\n'), {"a": [{"b": "x: y", "c": "5m"}]})

@@ -28,9 +28,9 @@ from tests.support import ROOT, read_docs
 from tests.test_layout import KERNEL_MODULES
 
 AUDIT = os.path.join("docs", "audit.md")
-KERNEL_LIMIT = 1400  # lines of library code in the kernel, as the map lists it: every file of the kernel folders
+KERNEL_LIMIT = 1500  # lines of library code in the kernel, as the map lists it: every file of the kernel folders
 # since 4.0.0, with what init_store runs before db.open_db (issue 22 asks for under 1,200 once what no
-# guarantee needs has moved out)
+# guarantee needs has moved out), and the relay's held connection in the sender (issue 27, 148 lines)
 # Where markers may stand: the library, the grader and the entry points the README makes promises about.
 MARKED_SOURCES = ("outbox/**/*.py", "sink/**/*.py", "grader/**/*.py", "grade.py", "tests/run.py")
 GUARANTEE_ID = r"G[0-9]+"

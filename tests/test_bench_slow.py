@@ -80,7 +80,9 @@ class WholeRunTest(TempDirTestCase):
         # The slow in-process figures are stood in for; the servers, HTTP rows and end-to-end row are real.
         with mock.patch.multiple(run, intake_rows=lambda tmp, rounds: [quick], bulk_row=lambda tmp, rounds: quick,
                                  receive_rows=lambda tmp, rounds: [quick], pending_row=lambda tmp, rounds: quick,
-                                 grade_row=broken, class_row=lambda tmp: quick, HTTP_SLICE_S=0.02, E2E_EVENTS=4,
+                                 grade_row=broken, class_row=lambda tmp: quick,
+                                 metrics_flood_row=lambda tmp, rounds: quick, churn_cpu_row=lambda tmp, rounds: quick,
+                                 HTTP_SLICE_S=0.02, E2E_EVENTS=4, CEILING_SLICE_S=0.02,
                                  E2E_CAP_S=0.5), \
                 contextlib.redirect_stdout(io.StringIO()) as stdout, contextlib.redirect_stderr(io.StringIO()):
             self.assertEqual(run.main(["--out", out]), 1)
@@ -90,12 +92,31 @@ class WholeRunTest(TempDirTestCase):
         rows = {row["figure"]: row for row in results["rows"]}
         self.assertIn("error: RuntimeError: grade.py is missing", rows["grade"]["note"])
         for figure in ("sink over HTTP (full), 4 threads", "A/A: baseline server vs baseline server",
-                       "end-to-end delivery, dispatch + send_http"):
+                       "end-to-end delivery, dispatch + send_http",
+                       "sink over HTTP (full) vs the disk: 4 threads vs one durable commit per event, no HTTP",
+                       "end-to-end vs the disk: dispatch + send_http vs two durable commits per event, no HTTP"):
             self.assertEqual(rows[figure]["rounds"], 5, figure)
             self.assertLessEqual(rows[figure]["ratio_min"], rows[figure]["ratio"])
             self.assertLessEqual(rows[figure]["ratio"], rows[figure]["ratio_max"])
         self.assertTrue(any(figure.startswith("memory") for figure in rows))
         self.assertIn("end-to-end delivery", stdout.getvalue())
+
+
+class CeilingTest(TempDirTestCase):
+    def test_the_disk_ceiling_pays_durable_commits_on_both_files(self):
+        # A ceiling at synchronous=NORMAL, or off WAL, would flatter every ratio to it.
+        source = run.raw_source(self.path("source.db"), "c", 20)
+        self.addCleanup(source.close)
+        sink = run.baseline_sink.connect(self.path("sink.db"))
+        self.addCleanup(sink.close)
+        for con in (source, sink):
+            self.assertEqual(con.execute("PRAGMA synchronous").fetchone()[0], 2)  # FULL
+            self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "wal")
+        delivered = []
+        deliver = run.raw_batches(source, lambda event_id, payload: delivered.append(event_id)
+                                  or run.raw_mark_sent(source, event_id))
+        self.assertEqual((deliver(), deliver(), deliver()), (16, 4, 0))
+        self.assertEqual(delivered, ["c-%06d" % i for i in range(20)])
 
 
 class BaselineSinkTest(TempDirTestCase):

@@ -180,7 +180,7 @@ class ReadmeTest(TempDirTestCase):
         self.assertLess(ci.index("make test"), ci.index("grade.py"))
 
     def test_every_check_is_documented(self):
-        names = run("grade.py", "--list").stdout.split()
+        names = [line.split()[0] for line in run("grade.py", "--list").stdout.splitlines()]
         self.assertGreaterEqual(len(names), 12)
         for name in names:
             self.assertIn("| `%s` |" % name, README)

@@ -10,12 +10,15 @@ import csv
 import html.parser
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
+from grader.registry import POINTS
+from grader.render.summary import SORT_SCRIPT
 from tests.grade_mutants import GRADE, grade
 from tests.schema_subset import SchemaError, errors
 from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, run_two_at_a_time, write_worker
@@ -122,7 +125,8 @@ class MixedClassTest(unittest.TestCase):
 
     def test_each_workers_json_file_is_its_report(self):
         names = sorted(os.listdir(self.reports))
-        self.assertEqual(names, sorted([n + ".json" for n in self.failing] + ["class.csv", "index.html", "junit.xml"]))
+        self.assertEqual(names, sorted([n + ".json" for n in self.failing]
+                                       + ["class.csv", "class.json", "gradescope", "index.html", "junit.xml", "students"]))
         for name in self.failing:
             with open(os.path.join(self.reports, name + ".json"), encoding="utf-8") as f:
                 self.assertEqual(json.load(f), self.worker(name))
@@ -133,13 +137,15 @@ class MixedClassTest(unittest.TestCase):
             self.assertEqual(errors(worker, SCHEMA), [], worker["name"])
 
     def test_class_csv_has_a_row_per_worker_and_a_column_per_check(self):
-        with open(os.path.join(self.reports, "class.csv"), encoding="utf-8", newline="") as f:
+        with open(os.path.join(self.reports, "class.csv"), encoding="utf-8-sig", newline="") as f:  # a BOM, for Excel
             rows = list(csv.reader(f))
-        self.assertEqual(rows[0], ["worker"] + CHECKS + ["passed", "total"])
+        self.assertEqual(rows[0], ["worker"] + CHECKS + ["points", "max_points", "passed", "total"])
         self.assertEqual([row[0] for row in rows[1:]], sorted(self.failing))
         for row in rows[1:]:
             failing = self.failing[row[0]]
-            self.assertEqual(row[1:-2], ["FAIL" if name in failing else "PASS" for name in CHECKS], row[0])
+            self.assertEqual(row[1:-4], ["FAIL" if name in failing else "PASS" for name in CHECKS], row[0])
+            worker = self.worker(row[0])
+            self.assertEqual(row[-4:-2], [str(worker["points"]), str(worker["max_points"])])
             self.assertEqual(row[-2:], [str(len(CHECKS) - len(failing)), str(len(CHECKS))])
 
     def test_junit_xml_as_a_ci_server_reads_it(self):
@@ -172,18 +178,35 @@ class MixedClassTest(unittest.TestCase):
         page = read_page(os.path.join(self.reports, "index.html"))
         self.assertEqual(page.errors, [])
         self.assertEqual(page.external, [])
-        grid = page.tables[0]
+        # Summary first: a row per worker, failing ones first, then by name; score, passed/total, the first reason.
+        summary = page.tables[0]
+        self.assertEqual(summary[0], ["worker", "score", "passed", "first reason"])
+        order = sorted(self.failing, key=lambda n: (not self.failing[n], n))
+        self.assertEqual([row[0] for row in summary[1:]], order)
+        for row in summary[1:]:
+            worker = self.worker(row[0])
+            self.assertEqual(row[1:3], ["%d/%d" % (worker["points"], worker["max_points"]),
+                                        "%d/%d" % (worker["passed"], worker["total"])])
+            self.assertEqual(bool(row[3]), bool(self.failing[row[0]]), row)
+        reasons = {row[0]: row[3] for row in summary[1:]}
+        self.assertEqual(reasons["grace"], "does not compile: line 1")
+        self.assertEqual(reasons["bob"], "stub: every function raises NotImplementedError")
+        self.assertIn("timed out", reasons["frank"])  # the hang is named, whichever check says it first
+        self.assertRegex(reasons["dave"], r"^mark-sent \(M1, M2, M3\): ")
+        self.assertEqual(page.links[:len(order)], ["students/%s.html" % name for name in order])
+        # Then the pass rate of every check.
+        rates = page.tables[1]
+        self.assertEqual(sorted(row[0] for row in rates[1:]), sorted(CHECKS))
+        passes = [sum(1 for failing in self.failing.values() if row[0] not in failing) for row in rates[1:]]
+        self.assertEqual(passes, sorted(passes))  # the rule the class missed most comes first
+        for row, ok in zip(rates[1:], passes):
+            self.assertTrue(row[3].startswith("%d/%d (" % (ok, len(self.failing))), row)
+        # Then, collapsed, the grid and each worker's evidence.
+        grid = page.tables[2]
         self.assertEqual(grid[0][1:-1], CHECKS)
         self.assertEqual([row[0] for row in grid[1:]], sorted(self.failing))
         for row in grid[1:]:
-            failing = self.failing[row[0]]
-            for name, cell in zip(CHECKS, row[1:-1]):
-                if name in failing:
-                    check = next(c for c in self.worker(row[0])["checks"] if c["name"] == name)
-                    wanted = "FAIL expected: %s observed: %s" % (check["expected"], check["observed"])
-                    self.assertEqual(cell, " ".join(wanted.split()))
-                else:
-                    self.assertEqual(cell, "PASS")
+            self.assertEqual(row[1:-1], ["FAIL" if name in self.failing[row[0]] else "PASS" for name in CHECKS])
         self.assertEqual(sorted(set(page.cell_classes)), ["fail", "pass"])
         evidence = [table for table in page.tables if table and table[0] and table[0][0] == "observation"]
         stories = [w for w in self.report["workers"] if w["evidence"].get("crash-after-ack")]
@@ -191,6 +214,34 @@ class MixedClassTest(unittest.TestCase):
         self.assertEqual(len(evidence), len(stories))
         self.assertEqual(evidence[0][2][0], "outbox (source)")
         self.assertEqual(evidence[0][0][1:], ["after " + p["phase"] for p in stories[0]["evidence"]["crash-after-ack"]])
+
+    def test_each_student_page_names_only_its_student(self):
+        for name in self.failing:
+            with self.subTest(student=name):
+                path = os.path.join(self.reports, "students", name + ".html")
+                page = read_page(path)
+                self.assertEqual((page.errors, page.external, page.scripts), ([], [], []))
+                with open(path, encoding="utf-8") as f:
+                    source = f.read()
+                others = [other for other in self.failing if other != name and re.search(r"\b%s\b" % other, source)]
+                self.assertEqual(others, [])
+                self.assertIn("grade.py: %s" % name, source)
+                checks = page.tables[0]
+                self.assertEqual([row[0] for row in checks[1:]], CHECKS)
+                worker = self.worker(name)
+                for row, check in zip(checks[1:], worker["checks"]):
+                    self.assertEqual(row[1:4], [check["status"].upper(), "%d/%d" % (check["points"], check["max_points"]),
+                                                ", ".join(check["rules"])])
+                    self.assertIn(" ".join(("expected: " + check["expected"]).split()), row[4])
+                    if not check["ok"]:
+                        self.assertIn(" ".join(("observed: " + check["observed"]).split()), row[4])
+
+    def test_points_are_in_every_report(self):
+        for worker in self.report["workers"]:
+            self.assertEqual(worker["max_points"], sum(POINTS[name] for name in CHECKS))
+            self.assertEqual(worker["points"], sum(POINTS[c["name"]] for c in worker["checks"] if c["ok"]))
+        self.assertEqual(self.report["points"], sum(w["points"] for w in self.report["workers"]))
+        self.assertIsNone(self.report["partial"])
 
 
 class Page(html.parser.HTMLParser):
@@ -201,15 +252,20 @@ class Page(html.parser.HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.stack, self.errors, self.external, self.tables, self.cell_classes = [], [], [], [], []
+        self.links, self.scripts = [], []
         self.cell = None
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if tag == "script" or any(name.startswith("on") for name in attrs):
+        if (tag == "script" and attrs) or any(name.startswith("on") for name in attrs):
             self.errors.append("script: <%s %s>" % (tag, attrs))
+        if tag == "script":
+            self.scripts.append("")
         for name in ("src", "href", "action"):
-            if name in attrs and not attrs[name].startswith("#"):
+            if name in attrs and (":" in attrs[name] or attrs[name].startswith("/")):
                 self.external.append((tag, name, attrs[name]))
+            elif name in attrs:
+                self.links.append(attrs[name])
         if tag == "table":
             self.tables.append([])
         elif tag == "tr":
@@ -233,6 +289,8 @@ class Page(html.parser.HTMLParser):
     def handle_data(self, data):
         if "url(" in data or "@import" in data:
             self.external.append(("style", "url", data))
+        if self.stack and self.stack[-1] == "script":
+            self.scripts[-1] += data
         if self.cell is not None:
             self.cell.append(data)
 
@@ -244,6 +302,8 @@ def read_page(path):
         page.close()
     if page.stack:
         page.errors.append("unclosed: %s" % page.stack)
+    if [script for script in page.scripts if script != SORT_SCRIPT]:  # the one inline script: sorting, ours
+        page.errors.append("a script that is not the sorting one: %r" % page.scripts)
     return page
 
 
@@ -260,17 +320,22 @@ class ClassCommandLineTest(TempDirTestCase):
         status, out, err = grade("--impl", folder, "--impl", alone, "-k", "validate-event", "--lang", "en")
         self.assertEqual(status, 0, err)
         table = out.splitlines()
-        self.assertEqual(table[0].split(), ["worker", "passed", "failed", "checks"])
+        self.assertEqual(table[0].split(), ["worker", "score", "passed", "first", "reason"])
         self.assertEqual([line.split() for line in table[1:6]],
-                         [[name, "1/1", "-"] for name in ("amy", "kim", "lee", "zed", "bea")])
-        self.assertEqual(table[6:], ["", table[7]])
-        self.assertRegex(table[7], r"^class: 5 of 5 workers passed every check; 5 of 5 checks passed; [0-9.]+ s$")
+                         [[name, "3/3", "1/1", "-"] for name in ("amy", "bea", "kim", "lee", "zed")])
+        # Nothing left out silently: every other entry, with its reason.
+        self.assertEqual(table[6:11], ["", "not graded (3):", "  %s: a folder without worker.py" % os.path.join(folder, "deep"),
+                                       "  %s: a folder without worker.py" % os.path.join(folder, "nobody"),
+                                       "  %s: not a .py file" % os.path.join(folder, "readme.txt")])
+        self.assertEqual(table[11:], ["", table[12]])
+        self.assertRegex(table[12], r"^class: 5 of 5 workers passed every check; 5 of 5 checks passed; 15 of 15 points; [0-9.]+ s$")
         # Not a terminal: one line per finished worker, in any order.
         lines = err.splitlines()
         self.assertEqual(len(lines), 5, err)
         self.assertEqual(sorted(line.split()[1] for line in lines), ["amy:", "bea:", "kim:", "lee:", "zed:"])
-        for line in lines:
-            self.assertRegex(line, r"^\[[1-5]/5\] [a-z]+: 1/1 passed \([0-9.]+ s\)$")
+        for line in lines[:-1]:
+            self.assertRegex(line, r"^\[[1-4]/5\] [a-z]+: 1/1 passed \([0-9.]+ s\); about [0-9]+ s left$")
+        self.assertRegex(lines[-1], r"^\[5/5\] [a-z]+: 1/1 passed \([0-9.]+ s\)$")
 
     def test_two_workers_of_one_name_are_a_usage_error(self):
         folder = self.path("class")
@@ -289,7 +354,7 @@ class ClassCommandLineTest(TempDirTestCase):
         shutil.copy(os.path.join(ROOT, "examples", "worker_stub.py"), os.path.join(folder, "stub.py"))
         status, out, err = grade("--impl", folder, "-k", "validate-event", "--lang", "en")
         self.assertEqual(status, 1)
-        self.assertRegex(out, r"\nstub +0/1 +validate-event\n")
+        self.assertRegex(out, r"\nstub +0/3 +0/1 +stub: every function raises NotImplementedError\n")
         os.remove(os.path.join(folder, "stub.py"))
         status, out, err = grade("--impl", folder, "--impl", write_worker(self.path("other", "fine.py")), "-k", "validate-event")
         self.assertEqual(status, 0, out + err)
@@ -307,7 +372,7 @@ class ClassCommandLineTest(TempDirTestCase):
         updates = [part.replace("\x1b[K", "") for part in text.strip().split("\r") if part]
         done = []
         for update in updates:  # one per finished worker, and one a second while none finishes
-            self.assertRegex(update, r"^grading: [0-3] of 3 workers done, [0-9]+ s$")
+            self.assertRegex(update, r"^grading: [0-3] of 3 workers done, [0-9]+ s(, about [0-9]+ s left)?$")
             done.append(int(update.split()[1]))
         self.assertEqual(done, sorted(done))
         self.assertEqual(set(done) - {0}, {1, 2, 3})
@@ -319,7 +384,8 @@ class ClassCommandLineTest(TempDirTestCase):
         status, out, err = grade("-k", "validate-event", "-k", "crash-after-ack", "--report", reports, "--lang", "en")
         self.assertEqual(status, 0, err)
         self.assertIn("grade: 2 passed, 0 failed", out)
-        self.assertEqual(sorted(os.listdir(reports)), ["class.csv", "index.html", "junit.xml", "worker_reference.json"])
+        self.assertEqual(sorted(os.listdir(reports)), ["class.csv", "class.json", "gradescope", "index.html", "junit.xml",
+                                                       "students", "worker_reference.json"])
         root = ET.parse(os.path.join(reports, "junit.xml")).getroot()
         self.assertEqual([s.get("name") for s in root.findall("testsuite")], ["worker_reference"])
         page = read_page(os.path.join(reports, "index.html"))
@@ -338,12 +404,16 @@ class ClassCommandLineTest(TempDirTestCase):
         self.assertEqual(status, 1, err)
         with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
             source = f.read()
-        self.assertNotIn("<script>", source)
+        self.assertNotIn("<script>alert", source)
         self.assertNotIn("<b>&", source)
         self.assertIn("&lt;b&gt;&amp;&quot;x&#x27;y", source)
         page = read_page(os.path.join(reports, "index.html"))
         self.assertEqual((page.errors, page.external), ([], []))
         self.assertIn(name, [row[0] for row in page.tables[0]])
+        with open(os.path.join(reports, "students", name + ".html"), encoding="utf-8") as f:
+            source = f.read()
+        self.assertNotIn("<script", source)
+        self.assertIn("&lt;b&gt;&amp;&quot;x&#x27;y", source)
         root = ET.parse(os.path.join(reports, "junit.xml")).getroot()  # parses: no control character left raw
         suites = {s.get("name"): s for s in root.findall("testsuite")}
         self.assertEqual(sorted(suites), [name, "=cmd()"])
@@ -351,7 +421,7 @@ class ClassCommandLineTest(TempDirTestCase):
         # Control characters escaped as on the terminal (issue 23: text is data); the lone surrogate, which
         # cannot cross from the worker's process as it is, arrives as U+FFFD.
         self.assertIn("\\x1b[31m<script>alert(1)</script>\\x00 & \ufffd done", message)
-        with open(os.path.join(reports, "class.csv"), encoding="utf-8", newline="") as f:
+        with open(os.path.join(reports, "class.csv"), encoding="utf-8-sig", newline="") as f:
             self.assertEqual([row[0] for row in csv.reader(f)][1:], [name, "'=cmd()"])
         with open(os.path.join(reports, name + ".json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["name"], name)
@@ -363,17 +433,21 @@ class SchemaValidatorTest(unittest.TestCase):
     def test_it_finds_what_breaks_the_schema(self):
         message = {"id": "as-expected", "fields": {}}
         check = {"name": "seq-order", "status": "pass", "ok": True, "expected": "x", "observed": "y", "seconds": 0.1,
-                 "expected_message": message, "observed_message": message, "output": {"printed": 0, "dropped": 0}}
-        report = {"schema": 1, "version": "2.0.0", "name": "w", "impl": "/w.py", "passed": 1, "failed": 0, "errors": 0,
+                 "expected_message": message, "observed_message": message, "output": {"printed": 0, "dropped": 0},
+                 "rules": ["P1"], "points": 4, "max_points": 4}
+        report = {"schema": 2, "version": "4.0.0", "name": "w", "impl": "/w.py", "passed": 1, "failed": 0, "errors": 0,
                   "seconds": 1.0, "checks": [check], "evidence": {}, "kept": None, "seed": 24, "protections_off": [],
                   "limits": {"memory_mib": 1024, "file_mib": 64, "cpu_seconds": 12},
                   "import_output": {"printed": 0, "dropped": 0},
                   "isolation": {"landlock": 7, "seccomp": True, "namespaces": False, "uid": False,
-                                "off": {"namespaces": "refused"}}}
+                                "off": {"namespaces": "refused"}},
+                  "total": 1, "points": 4, "max_points": 4, "sha256": "0" * 64, "reason": None}
         self.assertEqual(errors(report, SCHEMA), [])
         broken = (
             (dict(report, passed=-1), "$.passed"),
-            (dict(report, schema=2), "$.schema"),
+            (dict(report, schema=1), "$.schema"),
+            (dict(report, sha256="abc"), "$.sha256"),
+            (dict(report, reason="a string"), "$.reason"),
             (dict(report, extra=True), "$.extra: not allowed"),
             (dict(report, isolation=dict(report["isolation"], landlock="7")), "$.isolation.landlock"),
             (dict(report, checks=[dict(check, status="skipped")]), "$.checks[0].status"),

@@ -69,7 +69,8 @@ class MessageTableTest(unittest.TestCase):
         self.assertEqual(messages.choose_lang({"LC_ALL": "ja_JP.UTF-8", "LANG": "en_US.UTF-8"}), "ja")
         self.assertEqual(messages.choose_lang({"LC_ALL": "C.UTF-8", "LANG": "ja_JP.UTF-8"}), "en")
         status, out, err = grade("--lang", "ja", "--list")
-        self.assertEqual((status, out.split()), (0, list(NAMES)), err)
+        self.assertEqual((status, [line.split()[0] for line in out.splitlines()]), (0, list(NAMES)), err)
+        self.assertTrue(out.splitlines()[0].endswith("点"), out)
         status, out, err = grade("--lang", "en", "--list")
         self.assertEqual(status, 0, err)
         status, out, err = grade("--lang", "xx", "--list")
@@ -81,8 +82,8 @@ class MessageTableTest(unittest.TestCase):
         self.assertEqual(rendered, "a conflicting payload must raise Conflict or a subclass (the grader goes by class name); "
                                    "got Clash, whose bases are Exception, object (Clash: x)")
         rendered = messages.render(common.wrong_class("Conflict", "Clash", ["Clash", "Exception", "object"], "Clash: x"), "ja")
-        self.assertEqual(rendered, "衝突するペイロードには Conflict かそのサブクラスを送出してください（採点ツールはクラス名で判定します）。"
-                                   "実際は Clash で、その基底クラスは Exception, object です（「Clash: x」）")
+        self.assertEqual(rendered, "衝突するペイロードにはConflictかそのサブクラス（採点ツールはクラス名で判定します）を送出する必要が"
+                                   "ありますが、実際はClashで、その基底クラスはException, objectです（「Clash: x」）")
 
 
 if __name__ == "__main__":

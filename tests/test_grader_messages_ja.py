@@ -29,15 +29,17 @@ from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, 
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
 from grader.cli import display_width  # noqa: E402
-from grader.quiz_questions import QUESTIONS  # noqa: E402
-from grader.registry import NAMES  # noqa: E402
+from grader.wrap import NO_BREAK_BEFORE  # noqa: E402
+from grader import quiz  # noqa: E402
+from grader.quiz_questions import LETTERS, QUESTIONS  # noqa: E402
+from grader.registry import NAMES, POINTS  # noqa: E402
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
 STUB_JA = os.path.join(ROOT, "examples", "worker_stub_ja.py")
 # Ids with no words to translate: program values, verdicts, and layout.
 NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string",
-            "quiz.feedback", "own.allowed"}
+            "evidence.after", "own.allowed"}
 # English words a Japanese report may hold: they are names, not prose. Anything with a digit, `_`, `-`,
 # `.`, `/`, `=`, quotes or brackets in it is an identifier, a path or a value already (snack-7, mark_sent,
 # os._exit(73), docs/lab.ja.md, 'ok'), and so are the check names.
@@ -62,7 +64,7 @@ IDENTIFIERS = set(NAMES) | {
     # more of the same kinds: SQL of the checks' texts, pragma values, Python's own classes, the sku and table of
     # the checks, units, the language codes, environment variables and --help's metavars
     "WHERE", "INTEGER", "PRIMARY", "KEY", "AUTOINCREMENT", "OFF", "NORMAL", "delete", "object", "Exception", "Error",
-    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "JOBS", "MB",
+    "pear", "notes", "ASCII", "KiB", "MiB", "GiB", "en", "ja", "LANG", "PATH", "NAME", "DIR", "SECONDS", "FILE", "OUT", "Gradescope", "JOBS", "MB",
     "import",
 }
 JAPANESE = "[\u3000-\u30ff\u4e00-\u9fff]"
@@ -121,10 +123,10 @@ def in_japanese(message):
 
 
 def page_text(path):
-    """The text a browser shows of the HTML page at `path`: no style, no tags, entities decoded."""
+    """The text a browser shows of the HTML page at `path`: no style, no script, no tags, entities decoded."""
     with open(path, encoding="utf-8") as f:
         page = f.read()
-    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>", "", page)))
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>|<script>.*?</script>", "", page)))
 
 
 class JapaneseTableTest(unittest.TestCase):
@@ -158,13 +160,13 @@ class JapaneseTableTest(unittest.TestCase):
         self.assertEqual(messages.terms("ja", []), "なし")
         self.assertEqual(messages.term("ja", "2 rows"), "2 rows")  # a value with no term is shown as it is
         self.assertEqual(messages.text("ja", "wrongdb.refused", opener="init_store", kind="sink"),
-                         "倉庫DBに対する init_store が WrongDatabase を送出し、ファイルを変えないこと")
+                         "倉庫DBに対するinit_storeがWrongDatabaseを送出し、ファイルを変えないこと")
         self.assertEqual(messages.text("en", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
                                        inventory=7, outbox="sent"),
                          "deliveries ['applied', 'duplicate'], inventory 7, outbox sent")
         self.assertEqual(messages.text("ja", "deliveries-inventory-outbox", deliveries=["applied", "duplicate"],
                                        inventory=7, outbox="sent"),
-                         "deliveriesは「適用・重複」、在庫は7、outboxは「完了」")
+                         "deliveriesは適用・重複、在庫は7、outboxは完了")
 
     def test_the_japanese_stub_is_the_english_stub_with_japanese_docstrings(self):
         def functions(path):
@@ -197,7 +199,7 @@ class JapaneseReportTest(unittest.TestCase):
             with self.subTest(check=name):
                 self.assertRegex(expected, "[\u3000-\u30ff\u4e00-\u9fff]")
                 self.assertRegex(observed, "[\u3000-\u30ff\u4e00-\u9fff]")
-        self.assertRegex(out, r"\n採点時間: [0-9.]+秒\nコーパスのシード: 24（[^\n]*）\n採点結果: 合格 1、不合格 %d\n\Z" % (len(NAMES) - 1))
+        self.assertRegex(out, r"\n得点: 100点中%d点\n採点時間: [0-9.]+秒\nコーパスのシード: 24（[^\n]*）\n採点結果: 合格1件、不合格%d件\n\Z" % (POINTS["own-work"], len(NAMES) - 1))
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
         # Three English words in a row would be a sentence left untranslated (the stub's errors are class names).
@@ -208,7 +210,7 @@ class JapaneseReportTest(unittest.TestCase):
         self.assertEqual(status, 0, out + err)
         self.assertEqual(english_words(out), [])
         self.assertEqual(sorted(check_lines(out, "PASS")), sorted(NAMES))
-        self.assertIn("\n採点結果: 合格 %d、不合格 0\n" % len(NAMES), out)
+        self.assertIn("\n採点結果: 合格%d件、不合格0件\n" % len(NAMES), out)
         for name in ("crash-after-ack", "dropped-response"):
             with self.subTest(scenario=name):
                 title = messages.text("ja", "evidence.title", name=name)
@@ -219,7 +221,8 @@ class JapaneseReportTest(unittest.TestCase):
                     "evidence.observation", "evidence.order", "evidence.outbox", "evidence.inbox",
                     "evidence.deliveries", "evidence.ack", "evidence.inventory")])
                 self.assertIn(messages.text("ja", "evidence.after", phase=messages.text("ja", "phase.intake")), table[0])
-                self.assertIn("パブリッシャー1号", table[0])
+                self.assertIn("1号の後", table[0])
+                self.assertLessEqual(max(display_width(line) for line in [title] + table), 100)
                 self.assert_aligned(table)
                 cells = {line.split("  ")[1]: line.split()[1:] for line in table[1:]}
                 self.assertEqual(cells[messages.text("ja", "evidence.outbox")], ["未完了", "未完了", "完了"])
@@ -247,11 +250,11 @@ class LanguageChoiceTest(unittest.TestCase):
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="ja_JP.UTF-8")
         self.assertEqual(status, 1, err)
         self.assertIn("FAIL mark-sent", out)
-        self.assertIn("\n採点結果: 合格 0、不合格 1\n", out)
+        self.assertIn("\n採点結果: 合格0件、不合格1件\n", out)
 
     def test_lc_all_comes_before_lang(self):
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="en_US.UTF-8", LC_ALL="ja_JP.UTF-8")
-        self.assertIn("\n採点結果: 合格 0、不合格 1\n", out)
+        self.assertIn("\n採点結果: 合格0件、不合格1件\n", out)
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="ja_JP.UTF-8", LC_ALL="C.UTF-8")
         self.assertIn("\ngrade: 0 passed, 1 failed\n", out)
 
@@ -273,17 +276,17 @@ class LanguageChoiceTest(unittest.TestCase):
     def test_a_usage_error_is_one_japanese_line(self):
         status, out, err = grade("--lang", "ja", "-k", "no-such-check")
         self.assertEqual((status, out), (2, ""))
-        self.assertRegex(err, r"\Agrade\.py: エラー: 'no-such-check' というチェックはありません。[^\n]*\n\Z")
+        self.assertRegex(err, r"\Agrade\.py: エラー: 'no-such-check'というチェックはありません。[^\n]*\n\Z")
         # argparse's own complaints too.
-        for args, line in ((["--timeout", "x"], "引数 --timeout: 'x' は float として読めません"),
+        for args, line in ((["--timeout", "x"], "引数--timeout: 'x'は数値（float）として解釈できません"),
                            (["--bogus"], "認識できない引数です: --bogus"),
-                           (["--impl"], "引数 --impl: 値を1つ指定してください")):
+                           (["--impl"], "引数--impl: 値を1つ指定してください")):
             with self.subTest(args=args):
                 status, out, err = grade("--lang", "ja", *args)
                 self.assertEqual((status, out, err), (2, "", "grade.py: エラー: %s\n" % line))
         status, out, err = grade("--lang", "xx", LANG="ja_JP.UTF-8")
         self.assertEqual(status, 2)
-        self.assertRegex(err, r"\Agrade\.py: エラー: 引数 --lang: 'xx' は選べません（選べる値: [^\n]*en[^\n]*ja[^\n]*）\n\Z")
+        self.assertRegex(err, r"\Agrade\.py: エラー: 引数--lang: 'xx'は選べません（選べる値: [^\n]*en[^\n]*ja[^\n]*）\n\Z")
 
     def test_help_is_japanese_and_wrapped_by_display_width(self):
         status, out, err = grade("--lang", "ja", "--help", COLUMNS="80")
@@ -307,16 +310,16 @@ class LanguageChoiceTest(unittest.TestCase):
 
 class JapaneseQuizTest(unittest.TestCase):
     def test_the_quiz_in_japanese_has_no_english_beyond_identifiers(self):
-        answers = "".join(q.answer + "\n" for q in QUESTIONS)
+        answers = "".join(LETTERS[order.index("a")] + "\n" for order in quiz.orders(7, QUESTIONS))
         environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
         environ["LANG"] = "ja_JP.UTF-8"  # the locale alone chooses Japanese
-        proc = subprocess.run([sys.executable, GRADE, "--quiz"], cwd=ROOT, env=environ, timeout=TIME_BOUND,
-                              input=answers.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.run([sys.executable, GRADE, "--quiz", "--seed", "7"], cwd=ROOT, env=environ,
+                              timeout=TIME_BOUND, input=answers.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
         self.assertEqual((proc.returncode, err), (0, ""))
         self.assertEqual(english_words(out), [])
         self.assertEqual(out.count("\n正解です。"), len(QUESTIONS))
-        self.assertTrue(out.endswith("\nクイズの結果: %d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
+        self.assertTrue(out.endswith("\nクイズの結果: 全%d問中%d問正解\n" % (len(QUESTIONS), len(QUESTIONS))), out[-100:])
         self.assertIn("第1問（全%d問）\nこの実行で観測したこと: crash-after-ackで、パブリッシャー1号は" % len(QUESTIONS), out)
 
     def test_a_wrong_answer_is_refused_in_one_japanese_sentence(self):
@@ -325,11 +328,11 @@ class JapaneseQuizTest(unittest.TestCase):
                               timeout=TIME_BOUND, input=b"a\nx\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.assertEqual(proc.returncode, 2)
         self.assertEqual(proc.stderr.decode("utf-8"),
-                         "grade.py: --quiz: 2番目の答え 'x' は、a、b、c、d のどれでもありません（答えは1行に1つ）\n")
+                         "grade.py: --quiz: 2問目の答え'x'は、a、b、c、dのどれでもありません（答えは1行に1つ）。\n")
         # At a terminal the same answer is asked again.
         letters = messages.text("ja", "quiz.letters-or", letters="a、b、c", last="d")
         self.assertEqual(messages.text("ja", "quiz.not-a-choice", given="x", letters=letters),
-                         "'x' は選択肢にありません。a、b、c、d のどれかで答えてください")
+                         "'x'は選択肢にありません。a、b、c、dのどれかで答えてください。")
 
     def test_the_scan_finds_english_prose(self):
         self.assertEqual(english_words("outboxは「未完了」、deliveries ['applied']、the sink answered"),
@@ -374,13 +377,14 @@ class JapaneseClassTest(TempDirTestCase):
                                  "--file-size", "1", "-k", "crash-after-ack", "-k", "validate-event", "--report", reports)
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
-        self.assertRegex(lines[0], r"^ワーカー +合格数 +不合格のチェック$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件（[0-9.]+秒）\n\Z")
+        self.assertRegex(lines[0], r"^ワーカー +得点 +合格数 +最初の理由$")
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4人中1人、合格したチェックは8件中3件、得点は52点中23点"
+                              r"（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
         self.assertEqual(len(progress), 4, err)
         for line in progress:  # stderr is no terminal: one line per finished worker
             self.assertRegex(line, r"^\[[1-4]/4\] (worker_reference|worker_stub_ja|big_file|no_compile): 2件中[0-2]件合格"
-                                   r"（[0-9.]+秒）$")
+                                   r"（[0-9.]+秒）(、残りはおよそ[0-9]+秒)?$")
         self.assertEqual(english_words(out + err), [])
         # The page people read follows --lang, the limit the worker ran into included ...
         page = page_text(os.path.join(reports, "index.html"))
@@ -391,7 +395,12 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertIn("観測: 1行目: 「SyntaxError: ", page)
         self.assertEqual(english_words(page), [])
         with open(os.path.join(reports, "index.html"), encoding="utf-8") as f:
-            self.assertIn('<html lang="ja">', f.read())
+            html_text = f.read()
+        self.assertIn('<html lang="ja">', html_text)
+        # A heading is the table's name; the note that goes with it is a paragraph; each student's table has a header row.
+        self.assertIn("<h3>snack-7の証拠: crash-after-ack</h3>\n<p>各行は別々の観測で", html_text)
+        with open(os.path.join(reports, "students", "worker_reference.html"), encoding="utf-8") as f:
+            self.assertIn("<tr><th>チェック</th><th>判定</th><th>配点</th><th>ルール</th><th>期待と観測</th></tr>", f.read())
         # ... and the files for programs stay language-neutral: English text, message ids.
         with open(os.path.join(reports, "junit.xml"), encoding="utf-8") as f:
             junit = f.read()
@@ -410,9 +419,38 @@ class JapaneseClassTest(TempDirTestCase):
         updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
         self.assertTrue(updates)
         for update in updates:
-            self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）$")
-        self.assertEqual(updates[-1].split("件")[1], "中2")
+            self.assertRegex(update, r"^採点中: ワーカー2人中[0-2]人が完了（[0-9]+秒）(、残りはおよそ[0-9]+秒)?$")
+        self.assertEqual(updates[-1].split("人")[1], "中2")
         self.assertEqual(english_words(out.decode("utf-8")), [])
+
+    def test_the_report_on_a_terminal_is_wrapped_by_japanese_rules(self):
+        environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
+        environ["COLUMNS"] = "60"
+        status, err, seen = run_on_a_terminal([sys.executable, GRADE, "--lang", "ja", "--impl", STUB_JA, "-k", "mark-sent",
+                                               "-k", "validate-event"], env=environ, timeout=TIME_BOUND, stream="stdout")
+        self.assertEqual((status, err), (1, b""))
+        lines = seen.decode("utf-8").replace("\r\n", "\n").split("\n")
+        body = [line for line in lines if line.strip()]
+        self.assertTrue(any(line.startswith("FAIL mark-sent") for line in body), lines)
+        # The expected and observed lines, and the lines they fold into (indented under their text); the report's
+        # other lines (your code, the isolation, the seed) are not folded by the grader.
+        hang = " " * display_width("FAIL mark-sent              期待: ")
+        wrapped, inside = [], False
+        for line in body:
+            if line.startswith(("FAIL ", "PASS ")) or line.startswith(" " * 28 + "観測: "):
+                inside = True
+            elif not line.startswith(hang):
+                inside = False
+            if inside:
+                wrapped.append(line)
+        for before, line in zip(wrapped, wrapped[1:]):
+            with self.subTest(line=line):
+                if " " in line.strip() or not line.strip().isascii():  # a single ASCII token longer than a line overflows
+                    self.assertLessEqual(display_width(line), 60)
+                self.assertNotIn(line.lstrip()[:1], NO_BREAK_BEFORE, (before, line))
+                self.assertFalse(before[-1:].isdigit() and not line.lstrip()[:1].isascii(), (before, line))
+        # A line the terminal folded is indented under the text after 「期待: 」.
+        self.assertTrue(any(line.startswith(" " * display_width("FAIL mark-sent              期待: ")) for line in body))
 
     def test_a_flood_and_its_printed_line_are_japanese(self):
         flood = self.path("flood.py")

@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 from grader import messages
-from grader.registry import CHECKS, NAMES
+from grader.registry import CHECKS, NAMES, POINTS, RULES
 from tests import grade_mutants
 from tests.grade_mutants import grade
 from tests.support import ROOT, python_env
@@ -28,9 +28,27 @@ class RegistryTest(unittest.TestCase):
             self.assertTrue(check.needs or check.name == "own-work", check.name)
             self.assertTrue(callable(check.run), check.name)
 
-    def test_list_prints_the_registry_in_order(self):
-        status, out, err = grade("--list")
-        self.assertEqual((status, out.split()), (0, list(NAMES)))
+    def test_list_prints_the_registry_in_order_with_each_checks_default_points(self):
+        status, out, err = grade("--list", "--lang", "en")
+        self.assertEqual(status, 0, err)
+        self.assertEqual([line.split() for line in out.splitlines()],
+                         [[name, str(POINTS[name]), "points"] for name in NAMES])
+
+    def test_every_check_has_its_points_out_of_100(self):
+        self.assertEqual(sorted(POINTS), sorted(NAMES))
+        self.assertEqual(sum(POINTS.values()), 100)
+        for name, points in POINTS.items():
+            self.assertIs(type(points), int, name)
+            self.assertGreater(points, 0, name)
+
+    def test_the_rules_of_each_check_are_those_docs_rules_md_gives_it(self):
+        with open(os.path.join(ROOT, "docs", "rules.md"), encoding="utf-8") as f:
+            rows = [line.split(" | ") for line in f.read().splitlines() if re.match(r"\| [A-Z]+[0-9]+ \| ", line)]
+        wanted = {}
+        for cells in rows:  # | rule | what a worker must do | stated in | `check` | ...
+            wanted.setdefault(cells[3].strip("`"), []).append(cells[0].lstrip("| "))
+        self.assertGreater(len(rows), 40)
+        self.assertEqual({name: list(rules) for name, rules in RULES.items()}, wanted)
 
     def test_the_readme_table_is_the_registry(self):
         # Each README's table of checks, in the registry's order, says what its language's `proves` text says.

@@ -103,15 +103,19 @@ class OddValuesClassTest(TempDirTestCase):
         self.assertIn("\\x1b[2J", odd["observed"])
         self.assertLess(len(json.dumps(odd)), 20000)  # 100,000 characters of str() cut, not carried whole
         # The terminal, and every report file as a reader opens it (JSON keeps the names as data, \u-escaped).
-        for name, text in [("stdout", out), ("stderr", err)] + [(n, self.read(reports, n)) for n in os.listdir(reports)]:
+        for name, text in [("stdout", out), ("stderr", err)] + [(n, self.read(reports, n)) for n in self.files(reports)]:
             for char in UNSEEN:
                 self.assertNotIn(char, text, name)
         self.assertIn("bob\\u200b", out)  # told apart from bob
-        with open(os.path.join(reports, "class.csv"), encoding="utf-8", newline="") as f:
+        with open(os.path.join(reports, "class.csv"), encoding="utf-8-sig", newline="") as f:
             first_cells = [row[0] for row in csv.reader(f)]
         self.assertIn("'=cmd", first_cells)
         self.assertNotIn("=cmd", first_cells)
 
+    def files(self, folder):
+        """Every file in `folder`, its subfolders (students/, gradescope/) included, relative to it."""
+        return [os.path.relpath(os.path.join(top, name), folder) for top, _, names in os.walk(folder) for name in names]
+
     def read(self, folder, name):
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
+        with open(os.path.join(folder, name), encoding="utf-8-sig") as f:  # class.csv starts with a BOM
             return f.read()

@@ -116,6 +116,18 @@ TESTED_ELSEWHERE = {
     "grader/report.py": (("test_grader_classroom",), "every file of --report DIR, read the way its consumer "
                          "reads it"),
     "grader/quiz_questions.py": (("test_grader_quiz", "test_grader_messages_ja"), "the quiz's questions, data"),
+    # The teacher's report (issue 28): the result data and one renderer per format, read from a generated class.
+    "grader/results.py": (("test_grader_teacher", "test_grader_classroom"), "the results every renderer reads"),
+    "grader/render/__init__.py": (("test_grader_teacher",), "the renderers' charter"),
+    "grader/render/csvfile.py": (("test_grader_teacher", "test_grader_classroom"), "class.csv, read with csv"),
+    "grader/render/evidence.py": (("test_grader_classroom", "test_grader_messages_ja"), "the evidence tables"),
+    "grader/render/gradescope.py": (("test_grader_teacher",), "results.json against Gradescope's shape"),
+    "grader/render/jsonfile.py": (("test_grader_classroom",), "--json and the JSON files, against the schema"),
+    "grader/render/junit.py": (("test_grader_classroom",), "junit.xml, read with xml.etree"),
+    "grader/render/page.py": (("test_grader_teacher",), "what the pages share, through the pages"),
+    "grader/render/student.py": (("test_grader_teacher",), "a student's page, parsed with html.parser"),
+    "grader/render/summary.py": (("test_grader_teacher", "test_grader_classroom"), "index.html, parsed with html.parser"),
+    "grader/render/terminal.py": (("test_grader_teacher", "test_grader_classroom"), "the class table on stdout"),
 }
 # Test modules about several modules at once, named for what they cover.
 ABOUT_SEVERAL = {
@@ -131,7 +143,11 @@ ABOUT_SEVERAL = {
     "test_judge_hostile": "grade.py against a class of workers written to cheat, beside the reference and the stub",
     "test_judge_hostile_values_slow": "grade.py against a class whose values, names, exceptions and files are odd",
     "test_grader_corpus": "grader/corpus as a whole: its outcomes, and the seeds and classes of every family",
+    "test_grader_teacher": "the teacher's report: summary, student pages, points, Gradescope, partial, resumed, sharded runs",
     "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",
+    "test_install": "backend/: outbox-kit.pyz (`make zipapp`) run from another folder, with nothing installed",
+    "test_install_slow": "backend/: `pip install .` offline with the kit's own build backend, and the wheel",
+    "test_ops_recipes": "examples/ops/: the systemd units, the cron line, the Nagios objects, the scrape config",
     "test_layout": "the architecture the module docstrings state, and this layout of the tests",
     "test_torture": "tests/torture: a fast slice of `make torture`",
     "test_torture_mutants": "tests/torture's crash matrix against mutants of the kit",

@@ -7,12 +7,15 @@ tests/test_outbox_cli_ops.py; the relay's tests/test_outbox_cli_relay.py.
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 import unittest
 
 from outbox import init_store, intake, pending
 from outbox.ops import operations
 from tests.support import (
-    LoopbackServer, read_docs, TempDirTestCase, build_v1, echo_ack, ev, file_bytes, reply, run_cli, tree_listing,
+    DEADLINE, ROOT, LoopbackServer, read_docs, TempDirTestCase, build_v1, echo_ack, ev, file_bytes, python_env, reply,
+    run_cli, tree_listing,
 )
 
 
@@ -156,3 +159,73 @@ class HelpTest(TempDirTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IntakeFileTest(TempDirTestCase):
+    """`intake --file`: JSON lines through intake_many, all of a batch or none, every invalid line named."""
+
+    def setUp(self):
+        super().setUp()
+        self.db = self.path("source.db")
+
+    def write(self, events, *, broken=()):
+        path = self.path("events.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            for n, event in enumerate(events, 1):
+                f.write(broken[n] if n in dict(broken) else json.dumps(event))
+                f.write("\n")
+        return path
+
+    def taken(self):
+        con = sqlite3.connect(self.db)
+        try:
+            return [row[0] for row in con.execute("SELECT event_id FROM outbox ORDER BY seq")]
+        finally:
+            con.close()
+
+    def events(self, count):
+        return [{"id": "e%04d" % n, "sku": "s%d" % (n % 7), "qty": 1 + n % 3} for n in range(count)]
+
+    def test_a_file_is_taken_in_whole_in_file_order_and_again_changes_nothing(self):
+        events = self.events(1201)  # three transactions of 500 at most
+        path = self.write(events)
+        for _ in range(2):
+            result = outbox("intake", "--db", self.db, "--file", path)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(result.stdout, "took in 1201 event(s) from %s in 3 transaction(s)\n" % path)
+        self.assertEqual(self.taken(), [event["id"] for event in events])
+
+    def test_an_invalid_line_takes_in_nothing_of_its_batch_names_each_and_stops(self):
+        events = self.events(1200)
+        broken = {700: '{"id": "e0699", "sku": "s", "qty": 0}', 702: "not json", 1100: '{"id": 1}'}
+        path = self.write(events, broken=broken)
+        result = outbox("intake", "--db", self.db, "--file", path)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("line 700: qty must be an int from 1 to 1000000, got 0 (int)", result.stderr)
+        self.assertIn("line 702: not valid JSON", result.stderr)
+        self.assertNotIn("line 1100", result.stderr)  # a later batch is not read: the intake stopped
+        self.assertIn("took in 500 event(s) in 1 transaction(s); nothing of the batch with the invalid line(s) "
+                      "(lines 501-1000) or after it", result.stderr)
+        self.assertEqual(self.taken(), [event["id"] for event in events[:500]])
+        fixed = self.write(events)  # the file fixed, and run again: each event once, in the file's order
+        self.assertEqual(outbox("intake", "--db", self.db, "--file", fixed).returncode, 0)
+        self.assertEqual(self.taken(), [event["id"] for event in events])
+
+    def test_a_conflict_stops_at_its_batch_and_stdin_works(self):
+        self.assertEqual(outbox("intake", "--db", self.db, "--id", "e0001", "--sku", "other", "--qty", "9")
+                         .returncode, 0)
+        lines = "".join(json.dumps(event) + "\n" for event in self.events(3))
+        result = subprocess.run([sys.executable, "-m", "outbox", "intake", "--db", self.db, "--file", "-"],
+                                input=lines, cwd=ROOT, env=python_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True, timeout=DEADLINE * 3)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("stdin lines 1-3:", result.stderr)
+        self.assertEqual(self.taken(), ["e0001"])
+
+    def test_file_and_one_event_flags_do_not_mix_and_nothing_is_created(self):
+        for args in (("--file", "x.jsonl", "--id", "a"), ("--id", "a", "--sku", "s")):
+            with self.subTest(args=args):
+                result = outbox("intake", "--db", self.db, *args)
+                self.assertEqual(result.returncode, 2)
+                self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertFalse(os.path.exists(self.db))

@@ -74,6 +74,12 @@ class BadArgumentsTest(TempDirTestCase):
             for args in argument_lists:
                 with self.subTest(command=command, args=args):
                     result = run(package, name, *args)
+                    if command == "outbox status" and "--check" in args:
+                        # A Nagios plugin's bad argument: UNKNOWN (3), one line on stdout (issue 29).
+                        self.assertEqual(result.returncode, 3, result.stdout + result.stderr)
+                        self.assertEqual((len(result.stdout.splitlines()), result.stderr), (1, ""))
+                        self.assertTrue(result.stdout.startswith("OUTBOX UNKNOWN - "), result.stdout)
+                        continue
                     self.assertEqual(result.returncode, 2, result.stderr)
                     self.assertEqual(result.stdout, "")
                     self.assertNotIn("Traceback", result.stderr)

@@ -2,7 +2,6 @@
 import json
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -11,7 +10,7 @@ import unittest
 from outbox import init_store, intake
 from sink.core import inbox
 from sink.server import make_server
-from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env, wait_until
+from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env, read_rows, wait_until
 
 FAST = ["--base-delay", "0.01", "--max-delay", "0.05", "--timeout", "5"]
 
@@ -19,14 +18,6 @@ FAST = ["--base-delay", "0.01", "--max-delay", "0.05", "--timeout", "5"]
 def outbox(*args):
     return subprocess.run([sys.executable, "-m", "outbox"] + list(args), cwd=ROOT, env=python_env(), timeout=60,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-
-
-def read_rows(path, sql):
-    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 class RelayTestCase(TempDirTestCase):

@@ -1,10 +1,11 @@
 """outbox.export.nagios: `python -m outbox status --check` judges the figures the Nagios/Icinga plugin way (real processes)."""
 import os
 import sqlite3
+import subprocess
 import unittest
 
-from outbox import init_store, intake
-from tests.support import LoopbackServer, TempDirTestCase, reply, run_cli
+from outbox import __version__, init_store, intake
+from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, TempDirTestCase, python_env, reply, run_cli
 
 
 def outbox(*args):
@@ -72,7 +73,44 @@ class CheckTest(TempDirTestCase):
         status, summary, perf = self.check()
         self.assertEqual(status, 1, summary)
         self.assertIn("the sink refused head a 1 time(s) (conflict)", summary)
-        self.assertEqual(perf["head_refused"], "1;;;0")
+        self.assertEqual(perf["head_refused"], "1;0;;0")  # its WARNING threshold is in the warn field
+
+    def test_the_plugin_guidelines_short_flags_are_the_long_ones(self):
+        self.age("b", 600)
+        self.assertEqual(self.check("-c", "15m")[0], self.check("--max-age", "15m")[0])
+        self.assertEqual(self.check("-c", "15m")[0], 0)
+        self.assertEqual(self.check("-c", "5m")[0], 2)
+        self.assertEqual(self.check("-t", "5")[0], 2)
+
+    def test_bad_arguments_are_unknown_with_one_line_on_stdout(self):
+        for extra in (("-w", "x"), ("--max-age", "forever"), ("--bogus",), ("-t", "0")):
+            with self.subTest(extra=extra):
+                result = outbox("status", "--db", self.db, "--check", *extra)
+                self.assertEqual(result.returncode, 3, result.stdout + result.stderr)
+                self.assertEqual(len(result.stdout.splitlines()), 1, result.stdout)
+                self.assertTrue(result.stdout.startswith("OUTBOX UNKNOWN - "), result.stdout)
+                self.assertEqual(result.stderr, "")
+        bad = outbox("status", "--db", self.db, "-w", "1")  # without --check: a usage error as before
+        self.assertEqual(bad.returncode, 2)
+
+    def test_version_and_help_exit_0(self):
+        for flag in ("-V", "--version"):
+            result = outbox("status", "--db", self.db, "--check", flag)
+            self.assertEqual((result.returncode, result.stdout.strip()), (0, "outbox-kit %s" % __version__))
+        self.assertEqual(outbox("status", "--check", "--help").returncode, 0)
+
+    def test_a_check_that_cannot_finish_in_its_timeout_is_unknown(self):
+        # The figures' read stands still (a hung disk, say): -t ends the plugin with UNKNOWN.
+        program = ("import sys, time\n"
+                   "from outbox.cli import main as cli\n"
+                   "from outbox.ops import operations\n"
+                   "operations.figures = lambda con: time.sleep(60)\n"
+                   "sys.exit(cli.main(sys.argv[1:]))\n")
+        result = subprocess.run([PYTHON, "-c", program, "status", "--db", self.db, "--check", "-t", "0.5"],
+                                cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True, timeout=DEADLINE * 3)
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertEqual(result.stdout, "OUTBOX UNKNOWN - no figures within the 0.5s timeout (-t)\n")
 
 
 if __name__ == "__main__":

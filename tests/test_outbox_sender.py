@@ -22,7 +22,8 @@ from unittest import mock
 from outbox import dispatch, init_store, intake, pending
 from outbox.core.errors import Conflict, DeliveryError, InvalidEvent, NoAnswer, UntrustedAck
 from outbox.core.event import canonical, digest
-from outbox.core.sender import MAX_ACK_BYTES, MAX_TIMEOUT, check_url, send_http
+from outbox.core import sender
+from outbox.core.sender import MAX_ACK_BYTES, MAX_TIMEOUT, HeldConnection, check_url, send_http
 from sink.core import inbox
 from sink.server import make_server
 from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, python_env, reply, wait_until
@@ -148,6 +149,22 @@ class SenderTestCase(unittest.TestCase):
         self.assertTrue(message.startswith("POST %s for 'snack-7': " % url), message)
         self.assertTrue(message.endswith("; not marking it sent"), message)
         return caught.exception
+
+    def off_loopback(self, call):
+        """Return what `call()` returns while "localhost" resolves to 10.0.0.1; assert it connected nowhere."""
+        connects = []
+
+        def fake_connect(*args):
+            connects.append(args)
+            raise OSError("test: connect must not be called")
+
+        answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 8080))]
+        with mock.patch("socket.getaddrinfo", return_value=answer), \
+                mock.patch("socket.create_connection", fake_connect), \
+                mock.patch.object(socket.socket, "connect", fake_connect):
+            result = call()
+        self.assertEqual(connects, [])
+        return result
 
     @contextlib.contextmanager
     def no_network(self):
@@ -549,19 +566,8 @@ class RefusedBeforeIOTest(SenderTestCase):
         self.assertEqual([name for name, _ in calls], ["getaddrinfo"])
 
     def test_a_name_resolving_off_loopback_is_never_connected(self):
-        connects = []
-
-        def fake_connect(*args):
-            connects.append(args)
-            raise OSError("test: connect must not be called")
-
-        answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 8080))]
-        with mock.patch("socket.getaddrinfo", return_value=answer), \
-                mock.patch("socket.create_connection", fake_connect), \
-                mock.patch.object(socket.socket, "connect", fake_connect):
-            error = self.refused(NoAnswer, "http://localhost:8080/events")
+        error = self.off_loopback(lambda: self.refused(NoAnswer, "http://localhost:8080/events"))
         self.assertIn("resolves to 10.0.0.1, which is not loopback", str(error))
-        self.assertEqual(connects, [])
 
     def test_invalid_event_is_refused_with_no_connection(self):
         bad_events = ({"id": "snack-7"}, {"id": "", "sku": "crisps", "qty": 2}, {"id": "a", "sku": "b", "qty": True}, None)
@@ -578,6 +584,214 @@ class RefusedBeforeIOTest(SenderTestCase):
                     send_http("http://127.0.0.1:9/events", EVENT, timeout=timeout)
                 self.assertTrue(str(caught.exception).startswith("timeout must be"), str(caught.exception))
                 self.assertEqual(calls, [])
+
+
+FIRST = {"id": "first", "sku": "crisps", "qty": 1}
+
+
+def kept_ack(event_id):
+    """A verified ACK for `event_id` in an HTTP/1.1 answer that keeps the connection."""
+    body = json.dumps({"ack": True, "id": event_id}).encode("ascii")
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: keep-alive\r\n\r\n" % len(body) + body
+
+
+def event_id_of(request):
+    return json.loads(request.partition(b"\r\n\r\n")[2].decode("ascii"))["id"]
+
+
+# What a misbehaving sink does with the request for EVENT; each is a NoAnswer or an
+# UntrustedAck on a fresh connection (the tests above), and must be the same on a held one.
+HOSTILE = {
+    "short read": lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + GOOD_ACK.encode()),
+    "close without an answer": lambda conn: None,
+    "garbage status line": lambda conn: conn.sendall(b"HTTP/1.1 OK\r\n\r\n"),
+    "wrong id": lambda conn: conn.sendall(kept_ack("other")),
+    "status 500": lambda conn: conn.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: 2\r\n\r\n{}"),
+    "status 201": lambda conn: conn.sendall(kept_ack(EVENT["id"]).replace(b"200 OK", b"201 Created")),
+    "redirect": lambda conn: conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/events\r\n"
+                                          b"Content-Length: 0\r\n\r\n"),
+    "oversized": lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (MAX_ACK_BYTES + 1)
+                                           + b"x" * (MAX_ACK_BYTES + 1)),
+}
+
+
+class HeldConnectionTest(SenderTestCase):
+    """HeldConnection: send_http's request, kept on one connection between ACKs, dropped at the first doubt."""
+
+    def keep_alive_server(self, hostile=None, after_answer=None, extra=b""):
+        """A RawServer answering every request on a connection with a kept ACK, `hostile(conn)` for EVENT's.
+
+        `server.connections` counts the connections accepted; `extra` follows each
+        kept ACK in the same write, `after_answer(conn)` runs after it. Every
+        request is recorded.
+        """
+        def script(server, conn):
+            with server_lock:
+                server.connections += 1
+            while True:
+                request = read_request(conn)
+                if not request:
+                    return
+                server.requests.append(request)
+                if event_id_of(request) == EVENT["id"] and hostile is not None:
+                    hostile(conn)
+                    return
+                conn.sendall(kept_ack(event_id_of(request)) + extra)
+                if after_answer is not None:
+                    after_answer(conn)
+        server_lock = threading.Lock()
+        server = self.raw(script)
+        server.connections = 0
+        return server
+
+    def held(self, url, **options):
+        held = HeldConnection(url, **options)
+        self.addCleanup(held.close)
+        return held
+
+    def test_acks_ride_one_connection_with_send_https_request(self):
+        server = self.keep_alive_server()
+        held = self.held(server.url(), timeout=5)
+        for n in range(3):
+            self.assertIs(held.send(dict(EVENT, id="e%d" % n)), True)
+        self.assertEqual((server.connections, held.opened), (1, 1))
+        self.assertEqual(len(server.requests), 3)
+        head, _, body = server.requests[0].partition(b"\r\n\r\n")
+        lines = head.decode("ascii").split("\r\n")
+        self.assertEqual(lines[0], "POST /events HTTP/1.1")
+        self.assertIn("Connection: keep-alive", lines)
+        self.assertIn("Content-Type: application/json", lines)
+        self.assertEqual(body, canonical(dict(EVENT, id="e0")).encode("ascii"))
+
+    def test_a_misbehaving_answer_on_a_held_connection_is_what_a_fresh_connection_gets(self):
+        for name, hostile in HOSTILE.items():
+            with self.subTest(name):
+                server = self.keep_alive_server(hostile)
+                with self.assertRaises(DeliveryError) as fresh:
+                    send_http(server.url(), EVENT, timeout=5)
+                held = self.held(server.url(), timeout=5)
+                self.assertIs(held.send(FIRST), True)
+                with self.assertRaises(DeliveryError) as reused:
+                    held.send(EVENT)
+                self.assertIs(type(reused.exception), type(fresh.exception))
+                self.assertEqual((reused.exception.kind, str(reused.exception)),
+                                 (fresh.exception.kind, str(fresh.exception)))
+                # Written once: the failed request was not sent again on a new connection within the call.
+                self.assertEqual([event_id_of(r) for r in server.requests], ["snack-7", "first", "snack-7"])
+                # Dropped: the next send connects afresh and is acknowledged.
+                self.assertIs(held.send(FIRST), True)
+                self.assertEqual((server.connections, held.opened), (3, 2))
+
+    def test_a_sink_that_closes_or_speaks_between_requests_costs_a_new_connection_not_a_failure(self):
+        spoken = threading.Event()
+
+        def speak(conn):
+            conn.sendall(b"X")  # a byte nobody asked for, after the answer
+            spoken.set()
+
+        cases = (("close", lambda conn: conn.shutdown(socket.SHUT_RDWR)), ("unexpected byte", speak),
+                 ("unexpected byte with the answer", None))
+        for name, after_answer in cases:
+            with self.subTest(name):
+                spoken.clear()
+                server = self.keep_alive_server(after_answer=after_answer, extra=b"X" if after_answer is None else b"")
+                held = self.held(server.url(), timeout=5)
+                self.assertIs(held.send(FIRST), True)
+                if name == "unexpected byte":
+                    spoken.wait(DEADLINE)
+                elif name == "close":
+                    wait_until(lambda: sender._stirred(held._sock), what="the close to reach the sender")
+                self.assertIs(held.send(dict(EVENT, id="second")), True)
+                self.assertEqual((server.connections, held.opened), (2, 2))
+                self.assertEqual([event_id_of(r) for r in server.requests], ["first", "second"])
+
+    def test_an_answer_that_does_not_keep_the_connection_is_verified_then_the_connection_dropped(self):
+        answers = {
+            "HTTP/1.0": b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n",
+            "HTTP/1.0 keep-alive": b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\nConnection: keep-alive\r\n\r\n",
+            "Connection: close": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
+        }
+        for name, head in answers.items():
+            with self.subTest(name):
+                def script(server, conn, head=head):
+                    server.connections += 1
+                    request = read_request(conn)
+                    server.requests.append(request)
+                    body = json.dumps({"ack": True, "id": event_id_of(request)}).encode("ascii")
+                    conn.sendall(head % len(body) + body)
+                    read_request(conn)  # holds the connection open: only the sender may end it
+                server = self.raw(script)
+                server.connections = 0
+                held = self.held(server.url(), timeout=5)
+                self.assertIs(held.send(FIRST), True)
+                self.assertIs(held.send(EVENT), True)
+                self.assertEqual(held.opened, 2)
+                self.assertEqual(len(server.requests), 2)
+
+    def test_an_ack_without_length_is_read_to_close_and_not_kept(self):
+        def script(server, conn):
+            server.requests.append(read_request(conn))
+            conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + GOOD_ACK.encode())
+        server = self.raw(script)
+        held = self.held(server.url(), timeout=5)
+        self.assertIs(held.send(EVENT), True)
+        self.assertIs(held.send(EVENT), True)
+        self.assertEqual(held.opened, 2)
+
+    def test_a_connection_idle_past_the_hold_limit_is_not_reused(self):
+        server = self.keep_alive_server()
+        held = self.held(server.url(), timeout=5)
+        self.assertIs(held.send(FIRST), True)
+        with mock.patch.object(sender, "HOLD_IDLE_S", -1.0):  # every connection is past it
+            self.assertIs(held.send(EVENT), True)
+        self.assertEqual((server.connections, held.opened), (2, 2))
+
+    def test_refusals_before_io_are_send_https(self):
+        with self.no_network() as calls:
+            with self.assertRaises(ValueError) as caught:
+                HeldConnection("http://10.0.0.1/events")
+            self.assertTrue(str(caught.exception).startswith(RULE), str(caught.exception))
+            with self.assertRaises(ValueError):
+                HeldConnection("http://127.0.0.1:9/events", timeout=0)
+            held = HeldConnection("http://127.0.0.1:9/events")
+            with self.assertRaises(InvalidEvent):
+                held.send({"id": "snack-7"})
+        self.assertEqual(calls, [])
+        self.assertEqual(held.opened, 0)
+
+    def test_a_name_resolving_off_loopback_is_never_connected(self):
+        held = self.held("http://localhost:8080/events")
+
+        def send():
+            with self.assertRaises(NoAnswer) as caught:
+                held.send(EVENT)
+            return caught.exception
+        self.assertIn("resolves to 10.0.0.1, which is not loopback", str(self.off_loopback(send)))
+
+    def test_proxy_variables_are_ignored(self):
+        server = self.keep_alive_server()
+        trap = self.keep_alive_server()
+        proxy = "http://127.0.0.1:%d" % trap.port
+        with mock.patch.dict(os.environ, {"http_proxy": proxy, "HTTP_PROXY": proxy, "all_proxy": proxy}):
+            held = self.held(server.url(), timeout=5)
+            self.assertIs(held.send(EVENT), True)
+        self.assertEqual((len(server.requests), trap.connections), (1, 0))
+
+    def test_dispatch_through_a_held_connection_into_the_kits_sink(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        server = make_server(os.path.join(tmp, "sink.db")).start()
+        self.addCleanup(server.stop)
+        source = init_store(os.path.join(tmp, "source.db"))
+        self.addCleanup(source.close)
+        for n in range(5):
+            intake(source, dict(EVENT, id="e%d" % n))
+        held = self.held(server.url() + "/events", timeout=5, require_digest=True)
+        self.assertEqual(dispatch(source, held.send), 5)
+        self.assertEqual((pending(source), held.opened), ([], 1))
+        con = inbox.init_sink(os.path.join(tmp, "sink.db"))
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("SELECT count(*) FROM inbox").fetchone()[0], 5)
 
 
 class AcceptedUrlTest(unittest.TestCase):

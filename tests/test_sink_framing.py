@@ -11,6 +11,7 @@ printed seed.
 import os
 import random
 import re
+import time
 import unittest
 
 from sink import framing, server
@@ -210,3 +211,27 @@ class RandomStreamTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CostTest(unittest.TestCase):
+    """What a client can make the reader spend stays in proportion to the bytes it sends."""
+
+    def per_byte(self, pad):
+        """CPU seconds per byte for a GET head with `pad` bytes of one field, fed one byte at a time (best of 3)."""
+        data = request(b"X-Pad: " + b"a" * pad, line=b"GET /health HTTP/1.1")
+        best = None
+        for _ in range(3):
+            one = reader()
+            start = time.process_time()
+            for i in range(len(data)):
+                one.feed(data[i:i + 1])
+            spent = time.process_time() - start
+            best = spent if best is None else min(best, spent)
+        self.assertIsInstance(one.outcome, Request)
+        return best / len(data)
+
+    def test_a_head_sent_one_byte_at_a_time_costs_time_linear_in_its_size(self):
+        # A ratio of CPU times in one process, not a wall-clock bound: the machine's load moves both alike.
+        # Rescanning the whole head on every read made the 10x longer head cost about 10x more per byte.
+        small, large = self.per_byte(1500), self.per_byte(15000)
+        self.assertLess(large, 3 * small, "per byte: %.2g s for a 15 KB head, %.2g s for 1.5 KB" % (large, small))

@@ -41,6 +41,17 @@ from tests.support import (
 EVENT_DIGEST = digest(EVENT)
 
 
+def get_metrics(port, timeout):
+    """GET /metrics on its own connection: (the response, its body as text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        return response, response.read().decode("utf-8")
+    finally:
+        conn.close()
+
+
 class AnswerTest(ServerTestCase):
     def test_binding_makes_no_name_lookup(self):
         # http.server's own server_bind asks socket.getfqdn: a reverse DNS query for 127.x.
@@ -62,13 +73,7 @@ class AnswerTest(ServerTestCase):
         post(port, body_of(EVENT))
         post(port, body_of(EVENT))
         post(port, body_of(dict(EVENT, qty=4)))
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
-        try:
-            conn.request("GET", "/metrics")
-            response = conn.getresponse()
-            text = response.read().decode("utf-8")
-        finally:
-            conn.close()
+        response, text = get_metrics(port, DEADLINE)
         self.assertEqual(response.status, 200)
         self.assertTrue(response.getheader("Content-Type").startswith("text/plain; version=0.0.4"))
         samples = parse_prometheus(text)
@@ -497,6 +502,108 @@ class RefusalTest(ServerTestCase):
         self.assertTrue(raw.endswith(b"\r\n\r\n"))
 
 
+def kept_request(event, *, version="HTTP/1.1", connection=("keep-alive",)):
+    body = body_of(event)
+    head = ["POST /events %s" % version, "Host: 127.0.0.1", "Content-Type: application/json",
+            "Content-Length: %d" % len(body)] + ["Connection: %s" % value for value in connection]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def read_answer(sock):
+    """One answer with a Content-Length from `sock`, read to its last byte and no further: (status, headers, body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(1)  # byte by byte, so nothing of a later answer is read here
+        if not chunk:
+            raise AssertionError("the sink closed before a complete answer: %r" % data)
+        data += chunk
+    lines = data.decode("latin-1").split("\r\n")[:-2]
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.setdefault(name.strip().lower(), []).append(value.strip())
+    body = b""
+    while len(body) < int(headers["content-length"][0]):
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return lines[0], headers, json.loads(body.decode("ascii"))
+
+
+class KeepAliveTest(ServerTestCase):
+    """An HTTP/1.1 client that asks for keep-alive keeps its connection across 200s (the kit's relay does)."""
+
+    def test_a_connection_asking_keep_alive_carries_one_request_after_another(self):
+        lines = []
+        port = self.port(log=lines.append)
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+            for n in range(3):
+                sock.sendall(kept_request(dict(EVENT, id="k%d" % n)))
+                status, headers, body = read_answer(sock)
+                self.assertEqual((status, headers["connection"]), ("HTTP/1.1 200 OK", ["keep-alive"]))
+                self.assertEqual((body["id"], body["result"]), ("k%d" % n, "applied"))
+            sock.sendall(kept_request(dict(EVENT, id="last"), connection=()))
+            status, headers, body = read_answer(sock)
+            self.assertEqual((status, headers["connection"]), ("HTTP/1.0 200 OK", ["close"]))
+            self.assertEqual(read_to_eof(sock), b"")  # and the sink closed it
+        self.assertEqual(stock(self.db_path), {"apple": 12})
+        wait_until(lambda: len(lines) == 4, what="one log line per request")
+        self.assertEqual(lines, ['127.0.0.1 - "POST /events HTTP/1.1" 200'] * 4)
+
+    def test_only_an_exact_ask_answered_200_keeps_the_connection(self):
+        port = self.port()
+        cases = {
+            "asked": (kept_request(EVENT), ["keep-alive"]),
+            "HTTP/1.0": (kept_request(dict(EVENT, id="a"), version="HTTP/1.0"), ["close"]),
+            "not asked": (kept_request(dict(EVENT, id="b"), connection=()), ["close"]),
+            "asked twice": (kept_request(dict(EVENT, id="c"), connection=("keep-alive", "keep-alive")), ["close"]),
+            "keep-alive, close": (kept_request(dict(EVENT, id="d"), connection=("keep-alive, close",)), ["close"]),
+            "a conflict": (kept_request(dict(EVENT, qty=9)), ["close"]),
+            "an invalid event": (kept_request({"id": "x", "sku": "apple", "qty": 0}), ["close"]),
+        }
+        for name, (request, connection) in cases.items():
+            with self.subTest(name):
+                status, headers, _, raw = exchange(port, request)  # reads until the sink closes
+                self.assertEqual(headers["connection"], connection, raw[:200])
+                self.assertEqual(raw.count(b"HTTP/1."), 1)
+
+    def test_a_pipelined_request_is_never_read_from_the_last_ones_bytes(self):
+        port = self.port()
+        status, headers, body, raw = exchange(port, kept_request(EVENT) + kept_request(dict(EVENT, id="e2")))
+        self.assertEqual((status, headers["connection"], body["id"]), (200, ["close"], "e1"))
+        self.assertEqual(raw.count(b"HTTP/1."), 1)  # the second is not answered: its client sends it again
+        self.assertEqual(outcomes(self.db_path), ["applied"])
+
+    def test_an_idle_kept_connection_ends_at_the_timeout_without_a_log_line(self):
+        lines = []
+        port = self.port(log=lines.append)
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+            sock.sendall(kept_request(EVENT))
+            self.assertEqual(read_answer(sock)[0], "HTTP/1.1 200 OK")
+            self.assertEqual(read_to_eof(sock), b"")  # after SHORT: nothing more came
+        self.assertEqual(lines, ['127.0.0.1 - "POST /events HTTP/1.1" 200'])
+
+    def test_an_idle_kept_connection_is_the_first_closed_to_make_room_at_the_cap(self):
+        lines = []
+        port = self.port(log=lines.append, max_connections=1, timeout=DEADLINE)
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as kept:
+            kept.sendall(kept_request(EVENT))
+            self.assertEqual(read_answer(kept)[0], "HTTP/1.1 200 OK")
+            status, _, body = post(port, body_of(dict(EVENT, id="e2")))
+            self.assertEqual((status, body["result"]), (200, "applied"))
+            self.assertEqual(read_to_eof(kept), b"")
+        self.assertTrue([line for line in lines if "closed without an answer to make room" in line], lines)
+
+    def test_stop_closes_a_kept_connection(self):
+        server = self.start()
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=DEADLINE) as sock:
+            sock.sendall(kept_request(EVENT))
+            self.assertEqual(read_answer(sock)[0], "HTTP/1.1 200 OK")
+            server.stop()
+            self.assertEqual(read_to_eof(sock), b"")
+
+
 class ContinueTest(ServerTestCase):
     def test_expect_100_continue_is_answered_before_the_body_is_sent(self):
         port = self.port()
@@ -760,6 +867,32 @@ class ForeignStoreTest(ServerTestCase):
         for t in threads:
             t.join(DEADLINE)
         self.assertEqual(most, [1])
+
+    def test_the_store_thread_runs_only_receive_metrics_answer_while_it_is_held(self):
+        # The kit's own store with a receive that holds the store thread: /metrics and /health answer all the
+        # same, from the workers' own read-only connections, and the held POST then gets its digest.
+        entered, release = threading.Event(), threading.Event()
+
+        def held_receive(con, event):
+            entered.set()
+            release.wait(DEADLINE)
+            return receive(con, event)
+
+        port = self.port(receive=held_receive)
+        posted = []
+        poster = threading.Thread(target=lambda: posted.append(post(port, body_of(EVENT))))
+        poster.start()
+        try:
+            self.assertTrue(entered.wait(DEADLINE))
+            for _ in range(3):
+                response, text = get_metrics(port, SHORT)
+                self.assertEqual(response.status, 200, text)
+                self.assertIn("sink_deliveries_total", text)
+        finally:
+            release.set()
+            poster.join(DEADLINE)
+        self.assertEqual(posted[0][0], 200, posted)
+        self.assertEqual(posted[0][2]["digest"], EVENT_DIGEST)
 
     def test_invalid_events_never_reach_receive(self):
         calls = []

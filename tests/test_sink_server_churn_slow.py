@@ -70,7 +70,8 @@ class ChurnTest(TempDirTestCase):
             self.skipTest("needs Linux /proc for the sink's CPU time")
 
     def churn(self, cap):
-        result = churn.run_churn(self.path("cap-%d" % cap), cap=cap, seconds=CHURN_SECONDS)
+        # No CPU budget here: it failed when another suite ran beside this one (issue 29); `make bench` has it.
+        result = churn.run_churn(self.path("cap-%d" % cap), cap=cap, seconds=CHURN_SECONDS, cpu_budget=None)
         sys.stderr.write("\n  %s\n" % churn.describe(result))
         self.assertEqual(result.violations, [])
         self.assertGreater(result.connections, len(churn.PATTERNS))  # every pattern ran, more than once

@@ -62,18 +62,23 @@ def closed_without_answer(sock):
         return True
 
 
+def need_attack_descriptors(test):
+    """Skip `test` where the attack cannot run; raise this process's open-file limit for the attackers' sockets."""
+    if resource is None or not os.path.exists("/proc/self/stat"):
+        test.skipTest("needs POSIX resource limits and Linux /proc")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = ATTACKERS + 64
+    if soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            test.skipTest("the open-file hard limit %d is below the %d this test needs" % (hard, want))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        test.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+
+
 class IdleSocketAttackTest(ServerTestCase):
     def setUp(self):
         super().setUp()
-        if resource is None or not os.path.exists("/proc/self/stat"):
-            self.skipTest("needs POSIX resource limits and Linux /proc")
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        want = ATTACKERS + 64
-        if soft < want:
-            if hard != resource.RLIM_INFINITY and hard < want:
-                self.skipTest("the open-file hard limit %d is below the %d this test needs" % (hard, want))
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        need_attack_descriptors(self)
 
     def attack(self, *options):
         child = self.child("serve", "--db", self.db_path, "--port", "0", *options, program=LIMITED_SINK)
@@ -117,6 +122,44 @@ class IdleSocketAttackTest(ServerTestCase):
     def test_honest_client_is_served_when_the_cap_is_above_the_open_file_limit(self):
         # Here accept itself fails with EMFILE: the sink must free a slot, not spin.
         self.attack("--max-connections", str(ATTACKERS * 2))
+
+
+class UnreadLogTest(ServerTestCase):
+    """Issue 29: the idle attack with the sink's stderr a pipe nobody reads, shrunk to one page so it fills at once."""
+
+    def setUp(self):
+        super().setUp()
+        need_attack_descriptors(self)
+
+    def test_a_sink_whose_stderr_nobody_reads_keeps_answering_and_stops_on_sigterm(self):
+        fcntl = __import__("fcntl")
+        set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # the Linux value, named from Python 3.10 on
+        proc = subprocess.Popen(
+            [PYTHON, "-c", LIMITED_SINK, "serve", "--db", self.db_path, "--port", "0", "--timeout", "2"],
+            cwd=self.tmp, env=python_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, universal_newlines=True)
+        self.addCleanup(proc.wait, DEADLINE)
+        self.addCleanup(proc.stderr.close)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        fcntl.fcntl(proc.stderr.fileno(), set_pipe_size, 4096)  # no one reads it from here until the end
+        port = int(proc.stdout.readline().rsplit(":", 1)[1])
+        url = "http://127.0.0.1:%d/events" % port
+        attackers = []
+        self.addCleanup(lambda: [sock.close() for sock in attackers])
+        for _ in range(ATTACKERS):  # each one closed to make room was a line: far more than the pipe holds
+            attackers.append(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE))
+        for n in range(100):  # and one line per request on top
+            self.assertIs(send_http(url, dict(EVENT, id="unread-%d" % n), timeout=5), True)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(DEADLINE)
+        taken = time.monotonic() - started
+        self.assertEqual(code, 0)
+        # The request timeout + 1 s (stop), + 1 s for the log's last lines (sink.cli.LOG_DRAIN), + a loaded machine.
+        self.assertLess(taken, 2 + 1 + 1 + DEADLINE_MARGIN)
+        written = proc.stderr.read()  # what fitted in the pipe; the rest was dropped, never waited for
+        self.assertIn("closed without an answer to make room", written)
 
 
 # A sink whose open-file limit leaves room for exactly one client, and whose

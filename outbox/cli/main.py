@@ -9,6 +9,7 @@ The operator's commands (status, evidence, quarantined, quarantine, requeue,
 retry, purge, upgrade) live in outbox.cli.ops, the relay in outbox.cli.relay.
 """
 import contextlib
+import io
 import json
 import os
 import sqlite3
@@ -16,18 +17,22 @@ import sys
 
 from ..ops import attempts, operations
 from . import ops as cli_ops
+from .. import batch as intake_batch
 from ..core import store
 from .args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
 from ..core.dispatch import dispatch
 from ..core.errors import OutboxError
-from ..core.event import validate_event
+from ..core.event import loads_strict, validate_event
 from ..core.sender import send_http
+from ..export import nagios
 
 PROG = "outbox"
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_ALERT = 3
 EXIT_INTERRUPTED = 130
+INTAKE_BATCH = 500  # events per transaction of `intake --file`: one fsync each, a bounded write transaction
+MAX_LINE = 65536  # bytes of one line of `intake --file`; an event is well under 200
 EXIT_STATUSES = (
     "exit status: 0 done; 1 refused (an invalid event, an unusable DB, a failed delivery, an unknown or "
     "wrong-state id); 2 bad arguments; 3 relay alert (the sink refused the head item --max-attempts times, or "
@@ -50,11 +55,16 @@ def build_parser():
         sub.set_defaults(run=run)
         return sub
 
-    take = command("intake", _intake, "take in one order (order row + outbox row, one transaction)")
+    take = command("intake", _intake, "take in one order (order row + outbox row, one transaction), or a file "
+                   "of them, one JSON event a line, in transactions of %d" % INTAKE_BATCH)
     take.add_argument("--db", required=True, help="source DB (created if missing)")
-    take.add_argument("--id", required=True, help="event id, e.g. snack-7")
-    take.add_argument("--sku", required=True, help="stock-keeping unit, e.g. snack")
-    take.add_argument("--qty", required=True, type=int, help="quantity, 1-1000000")
+    take.add_argument("--id", help="event id, e.g. snack-7")
+    take.add_argument("--sku", help="stock-keeping unit, e.g. snack")
+    take.add_argument("--qty", type=int, help="quantity, 1-1000000")
+    take.add_argument("--file", metavar="PATH", help="JSON lines, one event each ({\"id\", \"sku\", \"qty\"}), - for "
+                      "stdin, instead of --id, --sku and --qty: a batch with an invalid line takes in nothing, "
+                      "every invalid line of it is named, and the intake stops there; the same file run again "
+                      "takes in only what is new")
     add_durability_flag(take)
 
     show = command("pending", _pending, "print unsent events in seq order, as dispatch sends them (read-only)")
@@ -73,10 +83,88 @@ def build_parser():
 
 
 def _intake(args):
+    one = (args.id, args.sku, args.qty)
+    if args.file is not None:
+        if one != (None, None, None):
+            raise UsageError("--file takes the place of --id, --sku and --qty")
+        return _intake_file(args)
+    if None in one:
+        raise UsageError("intake needs --id, --sku and --qty (or --file)")
     event = validate_event({"id": args.id, "sku": args.sku, "qty": args.qty})  # before the file exists  # audit: G36
     with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
         seq = store.intake(con, event)
     print("taken in %s as seq %d" % (args.id, seq))
+
+
+def _intake_file(args):
+    """Take in the JSON lines of --file in transactions of INTAKE_BATCH (intake_many): all of a batch or none.
+
+    Why all-or-nothing, and stop: the pending line is in seq order, which is
+    the file's order; taking the valid lines around an invalid one would put
+    that one, once fixed, behind the lines after it. Since an identical
+    event taken in again is not a second one, the fixed file can simply be
+    run again: what was taken in before is taken in once.
+    """
+    source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
+    name = "stdin" if args.file == "-" else args.file
+    taken = batches = 0
+    con = None
+    try:
+        lines = enumerate(iter(lambda: source.readline(MAX_LINE + 1), b""), 1)
+        while True:
+            batch, errors = _read_batch(lines)
+            if errors:
+                for number, message in errors:
+                    print("%s: error: %s line %d: %s" % (PROG, name, number, message), file=sys.stderr)
+                print("%s: took in %d event(s) in %d transaction(s); nothing of the batch with the invalid line(s) "
+                      "(lines %d-%d) or after it" % (PROG, taken, batches, batch[0][0], batch[-1][0]), file=sys.stderr)
+                return EXIT_REFUSED
+            if not batch:
+                break
+            if con is None:
+                con = store.init_store(args.db, durability=args.durability)
+            try:
+                intake_batch.intake_many(con, [event for _, event in batch])
+            except OutboxError as exc:  # a Conflict: an id already taken in, or twice in the batch, with another payload
+                print("%s: error: %s lines %d-%d: %s" % (PROG, name, batch[0][0], batch[-1][0], exc), file=sys.stderr)
+                print("%s: took in %d event(s) in %d transaction(s); nothing of that batch or after it"
+                      % (PROG, taken, batches), file=sys.stderr)
+                return EXIT_REFUSED
+            taken += len(batch)
+            batches += 1
+    finally:
+        if con is not None:
+            con.close()
+        if source is not sys.stdin.buffer:
+            source.close()
+    print("took in %d event(s) from %s in %d transaction(s)" % (taken, name, batches))
+    return None
+
+
+def _read_batch(lines):
+    """The next INTAKE_BATCH events, as [(line number, event)], and [(line number, why)] for the invalid ones.
+
+    Blank lines are skipped. A batch with an invalid line is still read to its
+    end, so every invalid line of it is named at once.
+    """
+    batch, errors = [], []
+    for number, raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            if len(raw) > MAX_LINE:
+                raise ValueError("longer than %d bytes" % MAX_LINE)
+            try:
+                value = loads_strict(raw)
+            except ValueError as exc:  # bad UTF-8 too
+                raise ValueError("not valid JSON: %s" % exc) from None
+            batch.append((number, validate_event(value)))
+        except (ValueError, RecursionError, OutboxError) as exc:  # InvalidEvent is an OutboxError and a ValueError
+            errors.append((number, str(exc) if not isinstance(exc, RecursionError) else "nested too deeply"))
+            batch.append((number, None))
+        if len(batch) == INTAKE_BATCH:
+            break
+    return batch, errors
 
 
 def _pending(args):
@@ -101,6 +189,9 @@ def _dispatch(args):
 
 def main(argv=None):
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["status"] and "--check" in argv:
+        return _plugin(parser, argv)
     args = parser.parse_args(argv)
     try:
         return args.run(args) or EXIT_OK
@@ -119,3 +210,22 @@ def main(argv=None):
         message = exc.args[0] if isinstance(exc, LookupError) and exc.args else exc
         print("%s: error: %s" % (PROG, message), file=sys.stderr)
         return EXIT_REFUSED
+
+
+def _plugin(parser, argv):
+    """`status --check` as a Nagios plugin: a bad argument is UNKNOWN (3) with one line on stdout, not exit 2.
+
+    The Monitoring Plugins guidelines ask for it: a monitoring daemon shows
+    exit 2 as CRITICAL and reads only stdout. --help and --version exit 0.
+    """
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            return EXIT_OK
+        reason = said.getvalue().strip().splitlines()[-1] if said.getvalue().strip() else "bad arguments"
+        print(nagios.unknown(reason)[1])
+        return nagios.UNKNOWN
+    return args.run(args)

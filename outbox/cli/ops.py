@@ -10,18 +10,21 @@ import json
 import os
 import sqlite3
 import sys
+import threading
 import time
 
 from . import relay as cli_relay
 from ..ops import evidence, operations, relay, retention, sinklook
 from ..export import nagios, prometheus, timestamps
+from .. import __version__
 from ..core import store, upgrade
-from .args import UsageError, count_arg, positive_int
+from .args import UsageError, count_arg, positive_int, timeout_arg
 from .opargs import duration_arg, reason_arg
 from ..core.errors import OutboxError
 from ..core.event import loads_strict
 
 DEFAULT_MAX_AGE = "5m"  # status --check: CRITICAL once the oldest pending item waited longer
+DEFAULT_CHECK_TIMEOUT = 10.0  # status --check: UNKNOWN past it (the plugin guidelines' default)
 
 
 def add_commands(command):
@@ -32,10 +35,14 @@ def add_commands(command):
     formats = _formats(status, prometheus_too=True)
     formats.add_argument("--check", action="store_true", help="one line and an exit status by the Nagios/Icinga "
                          "plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
-    status.add_argument("--max-age", type=duration_arg, metavar="DURATION", help="with --check: CRITICAL when the "
-                        "oldest pending item waited longer (default: %s)" % DEFAULT_MAX_AGE)
-    status.add_argument("--max-quarantined", type=count_arg, metavar="N", help="with --check: WARNING when more "
-                        "items are quarantined (default: 0)")
+    # The Monitoring Plugins guidelines' flags (-c, -w, -t, -V), the long names kept as aliases.
+    status.add_argument("-c", "--max-age", type=duration_arg, metavar="DURATION", help="with --check: CRITICAL when "
+                        "the oldest pending item waited longer (default: %s)" % DEFAULT_MAX_AGE)
+    status.add_argument("-w", "--max-quarantined", type=count_arg, metavar="N", help="with --check: WARNING when "
+                        "more items are quarantined (default: 0)")
+    status.add_argument("-t", "--timeout", type=timeout_arg, metavar="SECONDS", help="with --check: UNKNOWN when "
+                        "the check has not finished in this time (default: %g)" % DEFAULT_CHECK_TIMEOUT)
+    status.add_argument("-V", "--version", action="version", version="outbox-kit %s" % __version__)
 
     ladder = command("evidence", run_evidence, "the evidence ladder for one id: order row, outbox row, sink inbox "
                      "row, sink deliveries, the operator's history, each observed on its own, then one reading "
@@ -86,8 +93,8 @@ def add_commands(command):
 
 
 def run_status(args):
-    if not args.check and (args.max_age is not None or args.max_quarantined is not None):
-        raise UsageError("--max-age and --max-quarantined go with --check")
+    if not args.check and (args.max_age is not None or args.max_quarantined is not None or args.timeout is not None):
+        raise UsageError("--max-age (-c), --max-quarantined (-w) and --timeout (-t) go with --check")
     if args.check:
         return _check(args)
     with contextlib.closing(operations.open_store_readonly(args.db)) as con:
@@ -95,7 +102,7 @@ def run_status(args):
     if args.json:
         print(json.dumps(figures, sort_keys=True))
     elif args.prometheus:
-        sys.stdout.write(render_status(figures))
+        sys.stdout.write(render_status(figures, written=time.time()))
     else:
         print("pending %d, sent %d, quarantined %d" % (figures["pending"], figures["sent"], figures["quarantined"]))
         head = figures["head"]
@@ -108,6 +115,24 @@ def run_status(args):
 
 def _check(args):
     max_age = retention.parse_duration(DEFAULT_MAX_AGE) if args.max_age is None else args.max_age
+    timeout = DEFAULT_CHECK_TIMEOUT if args.timeout is None else args.timeout
+    # A DB locked or on a hung disk must not hold the plugin past its time: UNKNOWN, as the guidelines ask.
+    watchdog = threading.Timer(timeout, _timed_out, args=(timeout,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return _judge(args, max_age)
+    finally:
+        watchdog.cancel()
+
+
+def _timed_out(timeout):
+    sys.stdout.write(nagios.unknown("no figures within the %gs timeout (-t)" % timeout)[1] + "\n")
+    sys.stdout.flush()
+    os._exit(nagios.UNKNOWN)
+
+
+def _judge(args, max_age):
     try:
         with contextlib.closing(operations.open_store_readonly(args.db)) as con:
             figures = operations.figures(con)
@@ -119,8 +144,12 @@ def _check(args):
     return status
 
 
-def render_status(figures):
-    """`figures` (operations.figures) in the Prometheus text format, for a node_exporter textfile collector."""
+def render_status(figures, *, written=None):
+    """`figures` (operations.figures) in the Prometheus text format, for a node_exporter textfile collector.
+
+    `written` (Unix time, the moment of reading) becomes outbox_status_timestamp_seconds, so a textfile the
+    cron line no longer rewrites (a broken cron, a failing command) is seen as stale, not as good news.
+    """
     head = figures["head"]
     lines = []
     for name, help_text, value in (
@@ -135,6 +164,8 @@ def render_status(figures):
         ("outbox_head_permanent_failures", "Times the sink refused the head item (the relay alerts at "
          "--max-attempts); 0 when none.", head["permanent_failures"] if head else 0),
         ("outbox_max_attempts_pending", "Most delivery attempts of any pending item.", figures["max_attempts_pending"]),
+        ("outbox_status_timestamp_seconds", "Unix time these figures were read (OutboxStatusStale reads it).",
+         written),
     ):
         lines += prometheus.family(name, "gauge", help_text, [({}, value)])
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 
 from ..ops import failures, relay
 from ..export import prometheus, textfile
@@ -16,7 +17,7 @@ from ..core import store
 from .args import add_durability_flag, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
 from .opargs import duration_arg
 from ..core.errors import OutboxError
-from ..core.sender import send_http
+from ..core.sender import HeldConnection
 
 POLL = 0.5  # seconds between looks at an empty pending line
 EXIT_ALERT = 3
@@ -24,7 +25,8 @@ EXIT_ALERT = 3
 
 def add_command(command):
     """Add `relay` through `command(name, run, help)` (see outbox.cli.main)."""
-    loop = command("relay", run_relay, "deliver continuously: dispatch batches with send_http; ride out a sink "
+    loop = command("relay", run_relay, "deliver continuously: dispatch batches over one held HTTP/1.1 connection "
+                   "(send_http's checks on every request); ride out a sink "
                    "that does not answer (retried for ever, capped backoff with full jitter); alert when the sink "
                    "refuses the head item; SIGTERM or Ctrl-C let the item in flight finish, then exit 0")
     loop.add_argument("--db", required=True, help="existing source DB")
@@ -68,11 +70,14 @@ def run_relay(args):
     def say(line):
         print(line, file=sys.stderr, flush=True)
 
-    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con:
+    # One HTTP/1.1 connection held across sends (outbox.core.sender.HeldConnection): each send is still
+    # send_http's one request with its checks; the connection is dropped at the first doubt.
+    with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con, \
+            HeldConnection(args.url, timeout=args.timeout) as held:
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             relay.run(
-                con, lambda event: send_http(args.url, event, timeout=args.timeout), stop=lambda: bool(stops),
+                con, held.send, stop=lambda: bool(stops),
                 limit=args.limit, max_attempts=args.max_attempts, base_delay=args.base_delay,
                 max_delay=args.max_delay, give_up_after=args.give_up_after, once=args.once, poll=POLL, say=say,
                 on_round=metrics.write, tally=tally)
@@ -117,12 +122,13 @@ class _MetricsFile:
     def __init__(self, path):
         self.path = path
         self.failing = False
+        self.started = time.time()  # so a relay that never had a failure-free round still has a gauge to alert on
 
     def write(self, tally, first=False):
         if self.path is None:
             return
         try:
-            textfile.replace(self.path, render_relay(tally))
+            textfile.replace(self.path, render_relay(tally, started=self.started, written=time.time()))
         except OSError as exc:
             if first:
                 raise OSError("--metrics-file %r cannot be written: %s" % (self.path, exc)) from None
@@ -136,8 +142,15 @@ class _MetricsFile:
         self.failing = False
 
 
-def render_relay(tally):
-    """`tally` (relay.Tally) in the Prometheus text format: three counters and one gauge."""
+def render_relay(tally, *, started=None, written=None):
+    """`tally` (relay.Tally) in the Prometheus text format: three counters and three gauges.
+
+    `started` and `written` (Unix times: the relay's start, this file's
+    writing) are there from the first round, so an alert reading them can
+    never go dead: a relay that never succeeded still says when it started,
+    and a file no one rewrites any more (a dead relay whose last file the
+    collector keeps serving) grows old.
+    """
     lines = prometheus.family("outbox_relay_sent_total", "counter", "Items this relay marked sent after a "
                               "verified ACK, since it started.", [({}, tally.sent)])
     lines += prometheus.family("outbox_relay_attempts_total", "counter", "Sends this relay started, since it "
@@ -149,4 +162,10 @@ def render_relay(tally):
     lines += prometheus.family(
         "outbox_relay_last_success_timestamp_seconds", "gauge", "Unix time of the relay's last round without a "
         "failure (absent before the first).", [({}, tally.last_success)])
+    lines += prometheus.family(
+        "outbox_relay_started_timestamp_seconds", "gauge", "Unix time this relay started (OutboxRelaySilent reads "
+        "it until the first round without a failure).", [({}, started)])
+    lines += prometheus.family(
+        "outbox_relay_textfile_timestamp_seconds", "gauge", "Unix time the relay wrote this file (after every "
+        "round): an old one means a relay that is dead or stuck.", [({}, written)])
     return "\n".join(lines) + "\n"

@@ -2,10 +2,14 @@
 
 The only module that opens an HTTP connection. It talks to loopback only,
 never follows a redirect or a proxy, and returns True only on a verified ACK.
+`send_http` is one request on its own connection (the worker contract);
+`HeldConnection` is the same request over one connection kept between sends
+(the kit's relay).
 Its loopback rule (`loopback_host`) is the kit's one: the sink's --host uses it too.
 """
 import http.client
 import re
+import select
 import socket
 import time
 import urllib.error
@@ -16,6 +20,12 @@ from .event import QUOTE_CHARS, canonical, clip, digest, loads_strict, show, val
 
 MAX_ACK_BYTES = 4096
 MAX_TIMEOUT = 3600.0  # seconds; more is a mistake, and near-infinite values overflow the socket layer
+# A held connection idle for longer is closed rather than reused: the sink closes
+# idle ones at its own timeout (10 s by default), and a request must not meet that close.
+HOLD_IDLE_S = 1.0
+# The request head over a held connection (Content-Length and the body follow). The kit's
+# sink keeps a connection only when asked exactly so (sink.framing.Reader.may_keep).
+_HELD_HEAD = "POST /events HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
 
 _RULE = "url must be http://<loopback>[:port]/events"
 _UNSAFE_CHAR = re.compile(r"[^\x21-\x7e]")  # anything but printable ASCII without space
@@ -109,14 +119,133 @@ def send_http(url, event, *, timeout=5.0, require_digest=False):
         finally:
             exc.close()
     except (OSError, http.client.HTTPException) as exc:  # URLError and socket.timeout are OSErrors
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        if isinstance(reason, socket.timeout):
-            what = "timed out after %gs (connect, send and response)" % timeout
-        else:
-            what = "no complete response (%s)" % clip(reason)
-        raise _refusal(NoAnswer, where, what) from exc  # audit: G22
+        raise _no_answer(exc, timeout, where) from exc  # audit: G22
     _check_ack(body, event["id"], digest(event), where, require_digest=require_digest)  # audit: G21
     return True
+
+
+class HeldConnection:
+    """One HTTP/1.1 connection to one sink, held across sends: how the kit's relay delivers.
+
+    ``send(event)`` keeps send_http's contract request by request: the same
+    refusals before any I/O, a connect to loopback addresses only (G18), no
+    proxy and no redirect (nothing here reads a proxy variable or follows a
+    Location, G19), a total deadline of `timeout` per request (G20), the same
+    ACK checks (G21) and the same failures (G22). It only adds reuse: after a
+    verified ACK in an HTTP/1.1 response that keeps the connection, the next
+    send goes over the same one. Anything else drops it, and the next send
+    connects afresh: any failure; an answer that is HTTP/1.0, says
+    ``Connection: close``, has no length or came with more bytes than itself;
+    a connection idle for over HOLD_IDLE_S; one on which the sink closed or
+    sent a byte nobody asked for (looked at before each request is written).
+    A request is written once, head and body in one write: a connection that
+    fails after the request went out is not retried within the call, which
+    would be a second delivery the caller did not decide; the call raises what
+    a fresh connection's failure raises, and the caller's next round retries.
+    One sending loop owns it (not thread-safe); close() it at the end.
+    """
+
+    def __init__(self, url, *, timeout=5.0, require_digest=False):
+        self.host, self.port = check_url(url)  # audit: G18
+        self.url = url
+        self.timeout = check_timeout(timeout)
+        self.require_digest = require_digest
+        self._head = (_HELD_HEAD % ("[%s]" % self.host if ":" in self.host else self.host, self.port)).encode("ascii")
+        self._sock = None  # the held _DeadlineSocket, or None
+        self._idle_since = None  # time.monotonic() of the held connection's last ACK
+        self.opened = 0  # connections made so far: the bench and the tests read it
+
+    def send(self, event):
+        """POST `event` over the held connection (or a new one); True only on a verified ACK, as send_http."""
+        event = validate_event(event)
+        where = "POST %s for %r" % (self.url, event["id"])
+        body = canonical(event).encode("ascii")
+        response = None
+        try:
+            sock = self._take(time.monotonic() + self.timeout)  # audit: G20
+            sock.sendall(self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body)  # audit: G19
+            response = _KeptResponse(sock, method="POST")
+            response.begin()
+            status = response.status
+            if status != 200:  # audit: G21
+                raise _bad_status(response, status, where)
+            ack = _read_ack(response, where)
+            # Reused only if HTTP/1.1 keeps it and exactly the answer was read: nothing of it is left to misread.
+            keep = (response.version == 11 and not response.will_close and response.isclosed()
+                    and not response.overran)
+            _check_ack(ack, event["id"], digest(event), where, require_digest=self.require_digest)  # audit: G21
+        except (OSError, http.client.HTTPException) as exc:
+            self._drop(response)
+            raise _no_answer(exc, self.timeout, where) from exc  # audit: G22
+        except BaseException:
+            self._drop(response)
+            raise
+        if keep:
+            self._idle_since = time.monotonic()
+        else:
+            self._drop(response)
+        return True
+
+    def close(self):
+        """Close the held connection, if any; the next send connects afresh."""
+        self._drop(None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _drop(self, response):
+        if response is not None:
+            response.close()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    def _take(self, deadline):
+        """The held socket if it is still clean, else a new one connected to loopback; either ends by `deadline`."""
+        if self._sock is not None and (time.monotonic() - self._idle_since > HOLD_IDLE_S or _stirred(self._sock)):
+            self._drop(None)
+        if self._sock is None:
+            conn = _DeadlineConnection(self.host, port=self.port, deadline=deadline)
+            self.opened += 1
+            conn.connect()  # loopback addresses only; OSError if none accepts  # audit: G18
+            self._sock = conn.sock
+        else:
+            self._sock.deadline = deadline  # this request's own deadline, as on a fresh connection
+        return self._sock
+
+
+class _KeptResponse(http.client.HTTPResponse):
+    """An HTTPResponse that notes, as its body ends, whether bytes beyond it came in with it (`overran`).
+
+    http.client reads ahead into a buffer that it drops with the answer: bytes
+    the sink sent after the answer would vanish there unseen. They are looked
+    at here instead, so that a connection that carried them is not reused.
+    """
+
+    overran = False
+
+    def __init__(self, sock, *args, **kwargs):
+        super().__init__(sock, *args, **kwargs)
+        self._deadline_sock = sock
+
+    def _close_conn(self):  # http.client calls it once, when the body is read (3.8-3.13)
+        if self.fp is not None:
+            self.overran = _buffered(self.fp, self._deadline_sock)
+        super()._close_conn()
+
+
+def _buffered(fp, sock):
+    """True if the reader `fp` of `sock` holds bytes not yet read; reads nothing more from the socket."""
+    deadline, sock.deadline = sock.deadline, float("-inf")  # a read from the socket now times out at once
+    try:
+        return len(fp.peek(1)) > 0
+    except OSError:  # the buffer was empty and the socket was not read
+        return False
+    finally:
+        sock.deadline = deadline
 
 
 def loopback_host(text):
@@ -184,6 +313,25 @@ def _check_ack(body, event_id, event_digest, where, *, require_digest):
     else:
         return
     raise _refusal(UntrustedAck, where, what)
+
+
+def _no_answer(exc, timeout, where):
+    """NoAnswer for an exchange that ended in `exc` (an OSError or HTTPException) before a complete answer."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, socket.timeout):
+        what = "timed out after %gs (connect, send and response)" % timeout
+    else:
+        what = "no complete response (%s)" % clip(reason)
+    return _refusal(NoAnswer, where, what)
+
+
+def _stirred(sock):
+    """True if `sock`, idle between requests, is readable: the sink closed it or sent bytes nobody asked for."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])  # Windows has no poll
 
 
 def _bad_status(response, status, where):

@@ -17,7 +17,7 @@ def judge(figures, *, max_age, max_quarantined):
     `max_quarantined` items are quarantined (each is an open incident), or the
     sink has refused the head item at least once (the relay alerts if it goes
     on). OK otherwise. The line's perfdata carries every figure, with the
-    thresholds where they apply.
+    warn and crit fields of every threshold that applies to it.
     """
     age = figures["oldest_pending_age_s"] or 0.0
     head = figures["head"] or {}
@@ -40,7 +40,7 @@ def judge(figures, *, max_age, max_quarantined):
         "oldest_pending_age=%.3fs;;%d;0" % (age, max_age),
         "quarantined=%d;%d;;0" % (figures["quarantined"], max_quarantined),
         "head_attempts=%d;;;0" % head.get("attempts", 0),
-        "head_refused=%d;;;0" % refused,
+        "head_refused=%d;0;;0" % refused,  # WARNING above 0: the warn field says so
         "sent=%d;;;0" % figures["sent"],
     ))
     return status, "OUTBOX %s - %s | %s" % (NAMES[status], summary, perfdata)

@@ -23,7 +23,8 @@ import re
 import sys
 import threading
 
-from outbox import DeliveryError, dispatch, init_store, intake, send_http
+from outbox import DeliveryError, dispatch, init_store, intake
+from outbox.core.sender import HeldConnection
 from outbox.ops import attempts
 from sink import receive
 from sink.server import make_server
@@ -165,13 +166,15 @@ class PublisherGate:
 def run_publisher(args, control):
     """dispatch until nothing is pending (at most MAX_ROUNDS calls); exit code says how it ended."""
     con = init_store(args.db)
+    # The relay's way: one connection held across sends, so every crash point meets it too.
+    held = HeldConnection(args.url, timeout=SEND_TIMEOUT)
     try:
         gate = PublisherGate(control, args.point, args.target, args.index, args.limit)
         con.set_trace_callback(gate.on_statement)
 
         def send(event):
             gate.on_send(event)
-            return send_http(args.url, event, timeout=SEND_TIMEOUT)
+            return held.send(event)
 
         marked = 0
         try:
@@ -188,6 +191,7 @@ def run_publisher(args, control):
         say("done %d" % marked)
         return 0
     finally:
+        held.close()
         con.set_trace_callback(None)
         con.close()
 

@@ -5,7 +5,8 @@ trickled head, half a body, a head that expects 100-continue, a whole request;
 times every way it may end: close, reset, half-close and read), the honest
 clients that time their ACKs, and the verdict of one run: honest POSTs get
 their ACK within HONEST_WITHIN (median) during and after the churn, the sink
-spends under CPU_PER_10S of CPU per 10 s (read from /proc), no thread of it
+spends under CPU_PER_10S of CPU per 10 s (read from /proc; judged by `make
+torture` and `make bench`, not by the test suite), no thread of it
 died (GET /health is 200, its log has no traceback) and SIGTERM ends it with 0.
 tests/test_sink_server_churn_slow.py runs it for a few seconds; `make torture` for
 10 s at each cap.
@@ -105,8 +106,13 @@ def honest_post(url, event_id):
     return None
 
 
-def run_churn(workdir, *, cap, seconds, log=None):
-    """Churn a fresh sink at `cap` for `seconds`; a ChurnResult (violations empty when every promise held)."""
+def run_churn(workdir, *, cap, seconds, log=None, cpu_budget=CPU_PER_10S):
+    """Churn a fresh sink at `cap` for `seconds`; a ChurnResult (violations empty when every promise held).
+
+    `cpu_budget` (seconds of the sink's CPU per 10 s) is judged only when
+    given: the test suite passes None, since what else the machine runs moves
+    it (`make bench` and `make torture`, which runs it alone, judge it).
+    """
     os.makedirs(workdir)
     db = os.path.join(workdir, "sink.db")
     violations = []
@@ -135,7 +141,7 @@ def run_churn(workdir, *, cap, seconds, log=None):
         window = time.monotonic() - started
         cpu_per_10s = (cpu_seconds(sink.proc.pid) - cpu_before) / window * 10.0
         after = [honest_post(url, "after-%d" % n) for n in range(HONEST_AFTER)]
-        violations += _judge(during, after, cpu_per_10s)
+        violations += _judge(during, after, cpu_per_10s, cpu_budget)
         status, _, answer = post(port, None, path="/health", method="GET", content_type=None)
         if (status, answer) != (200, {"ok": True}):
             violations.append("GET /health after the churn: %s %s" % (status, answer))
@@ -158,7 +164,7 @@ def run_churn(workdir, *, cap, seconds, log=None):
     return result
 
 
-def _judge(during, after, cpu_per_10s):
+def _judge(during, after, cpu_per_10s, cpu_budget):
     violations = []
     for name, times in (("during", during), ("after", after)):
         lost = [n for n, taken in enumerate(times) if taken is None]
@@ -168,8 +174,8 @@ def _judge(during, after, cpu_per_10s):
         elif statistics.median(times) >= HONEST_WITHIN:
             violations.append("honest POSTs %s the churn: median ACK %.3fs, not under %gs"
                               % (name, statistics.median(times), HONEST_WITHIN))
-    if cpu_per_10s >= CPU_PER_10S:
-        violations.append("the sink's CPU: %.3fs per 10 s, not under %gs" % (cpu_per_10s, CPU_PER_10S))
+    if cpu_budget is not None and cpu_per_10s >= cpu_budget:
+        violations.append("the sink's CPU: %.3fs per 10 s, not under %gs" % (cpu_per_10s, cpu_budget))
     return violations
 
 
