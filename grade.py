@@ -30,6 +30,8 @@ if sys.version_info < MINIMUM:  # audit: G50
     sys.exit(2)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # grading writes nothing under the kit's folder, no __pycache__ either
+
 
 def main():
     """The grader's command line, or (with --role) one of its children; the exit status. `outbox-grade` runs this."""
@@ -38,7 +40,7 @@ def main():
         # limits set, returns from it to the child side, which is the only code that loads the worker.
         from grader import contain  # noqa: E402
         argv = contain.enter(sys.argv[2:])
-        from grader.child import main as child_main  # noqa: E402
+        from grader.worker_side.main import main as child_main  # noqa: E402
         return child_main(argv)
     from grader.cli import main as grade_main  # noqa: E402  (only after the version check)
     try:

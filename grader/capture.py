@@ -61,6 +61,7 @@ class Lines:
     """The protocol stream: each complete MARK line as a dict, at most LINES_KEEP bytes of them."""
 
     def __init__(self, on_line=None):
+        self.keep = True  # False: each line goes to on_line only (a step's answers), none is kept here
         self.lines = []
         self.partial = bytearray()
         self.kept = 0
@@ -82,16 +83,17 @@ class Lines:
     def take(self, raw):
         if not raw.startswith(MARK_BYTES):
             return
-        if self.kept + len(raw) > LINES_KEEP:
+        if self.keep and self.kept + len(raw) > LINES_KEEP:
             self.dropped += len(raw)
             return
         try:
             line = whole(json.loads(raw[len(MARK_BYTES):].decode("utf-8")))
         except ValueError:
             return
-        if isinstance(line, dict):
+        if isinstance(line, dict) and self.keep:
             self.kept += len(raw)
             self.lines.append(line)
+        if isinstance(line, dict):
             if self.on_line is not None:
                 self.on_line(line)
 
@@ -138,7 +140,10 @@ def follow(streams, exited, deadline, on_timeout, after_exit):
                 continue
             wait = ROUND if ended is not None else max(0.0, min(ROUND, deadline() - now))
             for key, _ in selector.select(wait):
-                data = os.read(key.fd, CHUNK)
+                try:
+                    data = os.read(key.fd, CHUNK)
+                except OSError:  # a step's protocol socket, reset as it ended with a request unread: its end
+                    data = b""
                 if data:
                     streams[key.fd].add(data)
                 else:

@@ -13,11 +13,11 @@ import sys
 import time
 import traceback
 
-from .common import Fail, describe, msg
+from .common import QUERY_S, Fail, describe, interrupted, msg
 from .messages import render, text
 from .parent import PROCESSES, Grader
 from .results import skipped_entry
-from .text import shown
+from .text import data, shown
 
 Worker = collections.namedtuple("Worker", "name path")
 TICK = 1.0  # seconds between two refreshes of the live progress line
@@ -114,9 +114,15 @@ def run_check(grader, check, lang, context=None):
         expected, observed = check.run(context)
     except Fail as fail:
         status, expected, observed = "fail", fail.expected, fail.observed
-    except Exception as exc:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
-        status, error = "error", traceback.format_exc()
-        expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))
+    except Exception as exc:
+        if interrupted(exc):  # the worker's DB made a bounded read of the grader's own run over: its verdict
+            status, expected = "fail", msg("check.runs", name=check.name)
+            observed = msg("db.query-bounded", seconds="%g" % QUERY_S)
+        else:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
+            status, error = "error", traceback.format_exc()
+            expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))
+    # Whatever a worker put in them (bytes, NaN, a huge int, ESC, a megabyte), every report can hold them.
+    expected, observed = data(expected), data(observed)
     return {"name": check.name, "status": status, "ok": status == "pass",
             "expected": render(expected, "en"), "observed": render(observed, "en"),
             "expected_message": expected, "observed_message": observed,
@@ -197,6 +203,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
             grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
                             isolation=getattr(options, "isolation", "all"),
                             shared_folder=folders[os.path.dirname(worker.path)] > 1, seed=options.seed)
+            grader.allow_kit_imports = getattr(options, "allow_kit_imports", False)
             one = Graded(worker, grader, checks)
             graded.append(one)
             error = compile_error(worker.path)  # audit: G59, G60

@@ -4,7 +4,7 @@ Exit status: 0 every check of every worker passed, 1 some check failed, 2
 usage error, 3 grader error (the grader's own fault: an exception in its
 code, no writable temporary directory), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 Never imports the worker: grade.py sends `--role` children straight to
-contain.py and child.py.
+contain.py and worker_side/.
 """
 import argparse
 import functools
@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-from . import __version__, box, contain, results
+from . import __version__, box, contain, own_work, results
 from .capture import KEEP
 from .classroom import Progress, UsageError, find_class, grade_all, run_check  # noqa: F401 (run_check: the API)
 from .common import describe
@@ -32,9 +32,7 @@ from .results import json_evidence  # noqa: F401 (the quiz's and tests')
 from .text import shown
 from .wrap import columns, wrap  # noqa: F401 (the help's, the report's and tests')
 
-REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
-if not os.path.isfile(REFERENCE):  # installed (pip, outbox-kit.pyz): the wheel keeps it beside the grader
-    REFERENCE = os.path.join(ROOT, "grader", "worker_reference.py")
+REFERENCE = own_work.REFERENCE  # the reference worker, in the tree or (installed) beside the grader
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_JOBS = 8  # steps mostly wait on fsync and on each other, not on a core
 MAX_POINTS = 1000  # per check, in --points FILE
@@ -160,6 +158,7 @@ def parse_args(argv, lang):
     options.add_argument("--memory", type=int, default=contain.DEFAULT_MEMORY_MIB, metavar="MB", help=t("cli.help.memory"))
     options.add_argument("--file-size", type=int, default=contain.DEFAULT_FILE_MIB, metavar="MB", help=t("cli.help.file-size"))
     options.add_argument("--keep", action="store_true", help=t("cli.help.keep"))
+    options.add_argument("--allow-kit-imports", action="store_true", help=t("cli.help.allow-kit-imports"))
     options.add_argument("--isolation", choices=("all", "off"), default="all", help=t("cli.help.isolation"))
     options.add_argument("--list", action="store_true", help=t("cli.help.list"))
     options.add_argument("--quiz", action="store_true", help=t("cli.help.quiz"))
@@ -332,7 +331,7 @@ def grade(args):
     to_grade = [w for w in args.workers if w.name not in run.finished]
     on_results = on_tick = None
     if single and not args.json:
-        print(text(lang, "report.grading", impl=os.path.relpath(args.workers[0].path)))
+        print(text(lang, "report.grading", impl=shown(os.path.relpath(args.workers[0].path))))
         on_results = InOrder(lambda result: show_result(result, args)).add
     elif not single:
         if run.finished:
@@ -358,7 +357,7 @@ def grade(args):
         for line in terminal.class_table(result, lang, verbose=args.verbose):
             print(line)
         for one in graded if args.keep else ():
-            print(text(lang, "report.kept-for", name=one.worker.name, path=one.grader.tmp))
+            print(text(lang, "report.kept-for", name=shown(one.worker.name), path=one.grader.tmp))
         for check in (c for w in result["workers"] for c in w["checks"] if c.get("traceback") and args.debug):
             print(check["traceback"], file=sys.stderr)
     return exit_status(result)

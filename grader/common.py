@@ -6,6 +6,7 @@ never renders text (a message is an id and its fields; messages.py renders).
 import os
 import socket
 import sqlite3
+import time
 import urllib.parse
 
 MARK = "@@grade "  # prefix of the protocol lines a child writes on stdout
@@ -68,9 +69,30 @@ def wrong_class(kind, got, mro, error):
                error=error)
 
 
-def connect(target, *, uri=False):
-    """A connection of the grader's own to a worker's DB: explicit transactions, the busy timeout BUSY_TIMEOUT_S."""
-    return sqlite3.connect(target, uri=uri, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+QUERY_S = 5.0  # seconds one statement of the grader's own on a worker's DB may run before it is interrupted
+# The contract's tables: a view (or anything else) by one of these names is a failed check, not a query to run.
+CONTRACT_TABLES = ("orders", "outbox", "inbox", "deliveries", "inventory")
+
+
+def connect(target, *, uri=False, timeout=BUSY_TIMEOUT_S):
+    """A connection of the grader's own to a worker's DB: explicit transactions, the busy timeout BUSY_TIMEOUT_S,
+    and every statement bounded to QUERY_S seconds (bounded)."""
+    return bounded(sqlite3.connect(target, uri=uri, isolation_level=None, timeout=timeout))
+
+
+def bounded(con, seconds=None):
+    """`con`, each of its statements interrupted once it has run `seconds` (default QUERY_S; sqlite3.OperationalError
+    "interrupted"): a worker's view or trigger that never ends costs the grader `seconds`, not its run."""
+    seconds = QUERY_S if seconds is None else seconds
+    started = [time.monotonic()]
+    con.set_trace_callback(lambda statement: started.__setitem__(0, time.monotonic()))  # each statement's start
+    con.set_progress_handler(lambda: time.monotonic() - started[0] > seconds, 10000)
+    return con
+
+
+def interrupted(exc):
+    """Whether `exc` is a statement that `bounded` interrupted."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
 
 
 def read_only(path):
@@ -84,7 +106,17 @@ def read_only(path):
     if not os.path.exists(path):
         raise Fail(msg("db.exists", file=os.path.basename(path)), msg("db.no-such-file"))
     con = connect("file:%s?mode=ro" % urllib.parse.quote(path), uri=True)  # audit: G52
-    con.execute("PRAGMA query_only = ON")  # audit: G52
+    try:
+        con.execute("PRAGMA query_only = ON")  # audit: G52
+        kinds = con.execute("SELECT lower(name), type FROM sqlite_master WHERE lower(name) IN (%s)"
+                            % ", ".join("?" * len(CONTRACT_TABLES)), CONTRACT_TABLES).fetchall()
+    except BaseException:
+        con.close()
+        raise
+    for name, kind in kinds:
+        if kind != "table":
+            con.close()
+            raise Fail(msg("db.table", table=name), msg("db.not-table", table=name, kind=kind))
     return con
 
 

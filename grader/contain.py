@@ -7,7 +7,7 @@ orphan the worker leaves, setsid() and double forks included, and ends them all
 when the step ends. The zygote (serve) forks each step the same way, from a
 process that imported the worker once. grade.py is a subreaper too, and ends
 the orphans of a supervisor it had to kill. Never imports the worker,
-child.py or parent.py.
+worker_side/ or parent.py.
 """
 import array
 import collections

@@ -1,6 +1,6 @@
 """The worker contract, written once: the functions a worker defines, the forms the grader calls them in, and what is not part of it.
 
-Data only, importing nothing. grader/child.py's CONTRACT is SIGNATURES; both
+Data only, importing nothing. grader/wire.py's CONTRACT (both sides' names for the calls) is SIGNATURES; both
 stubs (examples/worker_stub.py, worker_stub_ja.py) define exactly these
 signatures and name every extra, and the worker contract in
 docs/participants(.ja).md lists CALLS in this order and every extra

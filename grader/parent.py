@@ -11,7 +11,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import sqlite3
@@ -21,10 +20,11 @@ import tempfile
 import threading
 import time
 
-from . import box, contain
+from . import box, contain, drivers, remote
 from .capture import Capture, Lines, follow
 from .common import SNACK, Fail, expect, msg, read_only, wrong_class
 from .corpus import DEFAULT_SEED
+from .text import data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(ROOT, "grade.py")
@@ -34,6 +34,12 @@ ZYGOTE_CPU = 10  # a zygote's CPU limit, in steps' limits
 
 class GraderError(Exception):
     """The grader itself cannot go on (no writable temporary directory, say): not the worker's fault."""
+
+
+def socket_pair():
+    """(ours, theirs): the two file descriptors of a connected socket pair, the protocol channel of a step."""
+    ours, theirs = socket.socketpair()
+    return ours.detach(), theirs.detach()
 
 
 class Processes:
@@ -47,7 +53,7 @@ class Processes:
 
     def start(self, args, env, cwd, limits, on_line=None, pass_fds=()):
         """Start `grade.py --role --contain ... args` in a session of its own; a Child reading its three pipes."""
-        protocol, writer = os.pipe()
+        protocol, writer = socket_pair()
         try:
             with self._lock:
                 if self.stopping:
@@ -250,6 +256,7 @@ class Grader:
 
     def __init__(self, impl, timeout, keep, limits=None, isolation="all", shared_folder=False, seed=DEFAULT_SEED):
         self.impl = impl
+        self.allow_kit_imports = False  # --allow-kit-imports: the own-work check lets a worker use the kit
         self.seed = seed  # of every corpus: each step gets it, the report shows it
         self.timeout = timeout
         self.limits = limits or default_limits(timeout)
@@ -263,7 +270,7 @@ class Grader:
     def close(self):
         self.zygote.close()
         if not self.keep:
-            shutil.rmtree(self.tmp, ignore_errors=True)  # audit: G55
+            remove_tree(self.tmp)  # audit: G55
 
     def isolation(self):
         """The box the worker was imported in, as its zygote said before the import; else what it was to get."""
@@ -289,7 +296,7 @@ class Grader:
         return env
 
     def args(self, role, needs, *args):
-        return [role, "--impl", self.impl, "--needs", ",".join(needs), "--seed", str(self.seed)] + list(args)
+        return [role, "--impl", self.impl, "--needs", ",".join(needs)] + list(args)
 
     def for_check(self, check):
         """What one check's scenario uses: this grader, with the worker functions that check needs."""
@@ -311,14 +318,47 @@ class Grader:
         return PROCESSES.start(argv, env, folder, self.limits, on_line)
 
     def run(self, what, role, needs, *args, env=None, folder=None):
-        """Run a step to completion within the time bound; never raises for the worker's sake."""
-        child = self.start(role, needs, args, env, folder or self.workdir("run"))
+        """Run a step to completion within the time bound, driven from here; never raises for the worker's sake.
+
+        `role` names its driver (drivers.py), `args` the driver's arguments.
+        The step only makes the calls the driver asks for (remote.py); the
+        Run's lines are the driver's own records and, if the step could not
+        start (its import failed), what the step said of that.
+        """
+        driver, parsed = drivers.DRIVERS[role], drivers.parse_args(list(args) + ["--seed", str(self.seed)])
+        session = remote.Session()
+        child = self.start("serve", needs, (), env, folder or self.workdir("run"), session.on_line)
+        if child.timed_out:  # the worker's import ran past --timeout: no step
+            return Run(what, None, [{"kind": "call", "function": "import"}], "", timed_out=self.timeout,
+                       output=child.output(), limits=self.limits)
+        child.lines.keep = False
         deadline = time.monotonic() + self.timeout  # audit: G54
-        timed_out = child.follow(lambda: deadline)
+        followed = []
+        reader = threading.Thread(target=lambda: followed.append(child.follow(lambda: deadline)), daemon=True)
+        session.attach(child.protocol, reader)
+        reader.start()
+        lines, status = [], 1
+        try:
+            missing = session.request("require", names=list(needs))
+            expect(not missing, msg("impl.defines", names=", ".join(needs)),  # audit: G59
+                   msg("impl.missing", names=", ".join(str(name) for name in missing) if isinstance(missing, list) else "?"))
+            status = driver(remote.Remote(session), parsed, lines)
+        except remote.StepEnded:
+            lines.append(session.now_running())  # what a hang ran into, for Run.summary
+        except Fail as fail:
+            session.fail = session.fail or fail
+        except remote.RemoteError as exc:
+            lines.append(drivers.error_line(exc))
+        if session.fail is not None:
+            lines.insert(0, {"kind": "verdict", "ok": False, "expected": session.fail.expected,
+                             "observed": session.fail.observed})
+        session.close(status)
+        reader.join()
         status = child.finish()
-        return Run(what, None if timed_out else status, child.lines.lines, child.err.last_line(),
+        timed_out = bool(followed and followed[0])
+        return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
                    timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
-                   printed=printed_lines(child))
+                   printed=printed_lines(child, lines + session.said))
 
     @contextlib.contextmanager
     def sink(self, db, needs, fault=None, folder=None, output=None):
@@ -343,14 +383,14 @@ PRINTED_CHARS = 200  # of each
 DROPPED = re.compile(r"\[\.\.\. [0-9]+ bytes dropped \.\.\.\]")  # capture.Capture's mark, not the worker's
 
 
-def printed_lines(child):
+def printed_lines(child, lines):
     """The last PRINTED_LINES lines the worker printed in `child` (its stdout, then its stderr), each cut short.
 
     Not the grader's own report of an error on stderr (a traceback the child prints after its error line):
     its frames are in the error line already, the worker's alone.
     """
     err = child.err.text()
-    if child.lines.lines and any(line.get("kind") == "error" for line in child.lines.lines):
+    if any(line.get("kind") == "error" for line in lines):
         err = err.rsplit("Traceback (most recent call last):", 1)[0]
     lines = [line for text in (child.out.text(), err) for line in text.splitlines()
              if line.strip() and not DROPPED.fullmatch(line)]
@@ -423,7 +463,7 @@ class Zygote:
 
     def spawn(self, argv, folder, on_line):
         """A Step: `argv` run in a process forked by the zygote, in `folder`; None if the zygote is gone."""
-        pipes = [os.pipe() for _ in range(3)]
+        pipes = [os.pipe(), os.pipe(), socket_pair()]
         writers = [w for _, w in pipes]
         try:
             with self.lock:
@@ -516,6 +556,7 @@ class Step:
         self.zygote, self.id = zygote, number
         self.out, self.err, self.lines = Capture(), Capture(), Lines(on_line)
         self.streams = dict(zip(readers, (self.out, self.err, self.lines)))
+        self.protocol = readers[2]  # a socket: the deciding side's requests go out on it
         self.status = None
         self.ended = threading.Event()
 
@@ -803,6 +844,34 @@ class TrickleSink:
         self.listener.close()
 
 
+def remove_tree(top):
+    """Remove folder `top` and all in it, however deep the worker nested it (a loop, not recursion: a
+    1,500-level tree is no RecursionError) and whatever modes it left; never raises. What cannot go
+    (a path past the system's PATH_MAX) stays, as shutil.rmtree(ignore_errors=True) would leave it."""
+    stack, folders = [top], []
+    while stack:
+        folder = stack.pop()
+        folders.append(folder)
+        try:
+            os.chmod(folder, 0o700)  # a folder the worker made unreadable or unwritable
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+    for folder in reversed(folders):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
 def ack_body(event_id, **extra):
     body = {"ack": True, "id": event_id}
     body.update(extra)
@@ -868,8 +937,9 @@ class Story:
             "inbox": False, "deliveries": [], "inventory": 0}
         for seen in (src, snk):
             expect("error" not in seen, msg("db.readable-after", phase=phase), seen.get("error"))
-        row = {"phase": phase, "order": src["order"], "outbox": src["outbox"], "inbox": snk["inbox"],
-               "deliveries": snk["deliveries"], "ack": ack, "inventory": snk["inventory"]}
+        # data(): the worker's schema decides what an outcome or a qty is (bytes, text, NaN): the report must hold it.
+        row = data({"phase": phase, "order": src["order"], "outbox": src["outbox"], "inbox": snk["inbox"],
+                    "deliveries": snk["deliveries"], "ack": ack, "inventory": snk["inventory"]})
         self.phases.append(row)
         return row
 

@@ -5,9 +5,9 @@ from CHECKS. The slow ones come early, so that they start first when checks
 run in parallel. A check is written in these places, each kept true by a
 test (CONTRIBUTING.md, "Adding a grader check"):
   here                        its row (an in-process check by its function's name, a string: the
-                              parent never imports child.py, the side that imports the worker),
-                              its points in POINTS and its rules in RULES;
-  child.py or scenarios.py    its code: an in-process check, or a story across processes;
+                              deciding side never imports worker_side/, the side that imports the
+                              worker), its points in POINTS and its rules in RULES;
+  checks.py or scenarios.py   its code: an in-process check, or a story across processes;
   messages.py, messages_ja.py "proves.<name>", what it proves, and every line it prints;
   docs/participants(.ja).md  the table of checks: a copy of "proves.<name>" in each language;
   docs/rules.md, rules.ja.md  the rules it enforces, by the check's name;
@@ -53,17 +53,18 @@ CHECKS = (
     check("intake-atomic", STORE, scenarios.scenario_intake_atomic),
     check("wrong-database", ("init_store", "init_sink"), scenarios.in_process("check_wrong_database")),
     check("durability", ("init_store", "init_sink"), scenarios.in_process("check_durability")),
+    check("own-work", (), scenarios.scenario_own_work),
 )
 NAMES = tuple(c.name for c in CHECKS)
 
 # Default points per check, out of 100 for the whole registry: the crash stories and the rules where real
 # systems lose events weigh most. `--list` shows them; a host overrides them with `--points FILE`.
 POINTS = {
-    "crash-after-ack": 10, "dropped-response": 8, "receive-atomic": 5, "untrusted-ack": 5, "proxy-ignored": 3,
+    "crash-after-ack": 10, "dropped-response": 8, "receive-atomic": 4, "untrusted-ack": 5, "proxy-ignored": 3,
     "url-rule": 4, "send-timeout": 3, "pending-cost": 3, "seq-order": 4, "stop-on-first-failure": 5,
     "no-lock-during-send": 5, "callback-mutation": 5, "batch-limit": 3, "exact-ack": 4, "conflict": 3,
     "conflict-committed": 3, "receive-inbox": 5, "validate-event": 3, "intake-idempotent": 5, "mark-sent": 3,
-    "intake-atomic": 5, "wrong-database": 3, "durability": 3,
+    "intake-atomic": 4, "wrong-database": 3, "durability": 3, "own-work": 2,
 }
 # The rules of docs/rules.md each check enforces (its "check" column; tests/test_grader_registry.py keeps
 # this equal to it): a report names them beside a failure.
@@ -76,5 +77,5 @@ RULES = {
     "exact-ack": ("D4",), "conflict": ("R5",), "conflict-committed": ("R6",), "receive-inbox": ("S9", "R1", "R2", "R4"),
     "validate-event": ("V1", "V2", "V3", "V4", "V5"), "intake-idempotent": ("S2", "I1", "I3", "I5", "I6"),
     "mark-sent": ("M1", "M2", "M3"), "intake-atomic": ("I2",), "wrong-database": ("S5", "S6", "S7", "S8"),
-    "durability": ("S1", "S3", "S4"),
+    "durability": ("S1", "S3", "S4"), "own-work": ("C2",),
 }

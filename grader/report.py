@@ -11,6 +11,7 @@ untouched; the kit's own stale reports are removed. The renderers in
 grader/render/ make the content; this module only decides file names and
 writes. Never runs anything.
 """
+import hashlib
 import json
 import os
 import tempfile
@@ -18,6 +19,7 @@ import tempfile
 from . import __version__
 from .render import csvfile, gradescope, jsonfile, junit, student, summary
 from .render.page import GENERATOR
+from .text import shown
 
 CLASS_FILES = ("class.json", "class.csv", "junit.xml", "index.html")
 STUDENTS, GRADESCOPE = "students", "gradescope"
@@ -26,9 +28,25 @@ UMASK = os.umask(0o022)  # read once, at import, in the main thread: mkstemp's f
 os.umask(UMASK)          # for a teacher to read and serve, so they get the mode open() would give them
 
 
+NAME_BYTES = 200  # of a report file's stem: <stem>.json and <stem>.html must fit the 255 bytes a file system allows
+
+
+def file_stem(name):
+    """The stem of a worker's report files: its name if that is printable and short, else a cut, escaped
+    form with a digest of the name (so two long or odd names still get files of their own)."""
+    safe = shown(name).replace("/", "_").replace("\\", "_")
+    if safe == name and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES and not name.startswith("."):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    while len(safe.encode("utf-8")) > NAME_BYTES - 13:
+        safe = safe[:-1]
+    return "%s-%s" % (safe.lstrip(".") or "worker", digest)
+
+
 def worker_files(name):
-    """The files of one worker's result, relative to DIR."""
-    return [name + ".json", os.path.join(STUDENTS, name + ".html"), os.path.join(GRADESCOPE, name + ".json")]
+    """The files of one worker's result, relative to DIR (named by file_stem)."""
+    stem = file_stem(name)
+    return [stem + ".json", os.path.join(STUDENTS, stem + ".html"), os.path.join(GRADESCOPE, stem + ".json")]
 
 
 def atomic_write(path, content):
@@ -136,7 +154,8 @@ class ReportFolder:
         for entry in sorted(os.listdir(self.path)):
             if entry.endswith(".json") and entry not in CLASS_FILES:
                 value = read_json(os.path.join(self.path, entry))
-                if is_worker_report(value) and value.get("version") == version and value.get("name") == entry[:-5]:
+                if is_worker_report(value) and value.get("version") == version and isinstance(value.get("name"), str) \
+                        and file_stem(value["name"]) + ".json" == entry:
                     found[value["name"]] = value
         return found
 

@@ -2,7 +2,7 @@
 
 Each scenario takes a CheckContext, starts children through it, observes the
 DBs read-only, and returns (expected, observed) messages or raises Fail. It
-never touches the worker: only the children do (child.py).
+never touches the worker: only the children do (worker_side/), making the calls this side asks for.
 """
 import concurrent.futures
 import contextlib
@@ -11,6 +11,7 @@ import json
 import os
 import urllib.parse
 
+from . import own_work
 from .common import INTAKE_CRASH, PUBLISHER_CRASH, SINK_CRASH, SNACK, Fail, describe, expect, msg, wrong_class
 from .corpus import acks as ack_corpus
 from .corpus import checks as corpus_checks
@@ -263,6 +264,14 @@ def scenario_send_timeout(g):
     return expected, msg("timeout.observed", seconds="%g" % sent["seconds"], error=sent["type"])
 
 
+def scenario_own_work(g):
+    def kit_modules():
+        run = g.run(who("check", name=g.name), "kit")
+        line = run.first("kit")
+        return line["modules"] if line else []  # an import that fails loads no kit: the other checks say why
+    return own_work.judge(g, kit_modules)
+
+
 def scenario_intake_atomic(g):
     source = os.path.join(g.workdir(), "source.db")
     run = g.run(who("intake"), "intake", "--db", source, "--events", json.dumps([SNACK]), "--crash-after-first-commit")
@@ -313,7 +322,7 @@ def receive_crash(g, work, fault, whole):
 
 
 def in_process(function):
-    """A scenario that runs the check of child.py named `function` (a string) in one child process."""
+    """A scenario that runs the check of checks.py named `function` (a string) in one step."""
     def scenario(g):
         run = g.run(who("check", name=g.name), "check", "--check", function,
                     "--db", os.path.join(g.workdir(), "source.db"))
@@ -328,5 +337,5 @@ def in_process(function):
             raise Fail(msg("check.raised", function=error["function"], call=error.get("call") or error["function"],
                            rule=msg("proves." + g.name)), run.summary())
         raise Fail(msg("check.runs", name=g.name), run.summary())
-    scenario.child_function = function  # tests/test_grader_registry.py finds each in child.py
+    scenario.child_function = function  # tests/test_grader_registry.py finds each in checks.py
     return scenario

@@ -29,6 +29,8 @@ def mutant(mistake, check, path, edits, message, words=None, also=()):
 
 
 MUTANTS = (
+    mutant("the reference copied with a new docstring", "own-work", "examples/worker_reference.py",
+           [('"""This kit as one worker module', '"""My very own worker module')], "own.copy"),
     mutant("sent=1 saved before sending", "crash-after-ack", "outbox/core/dispatch.py",
            [("    for selected in batch:\n", "    for selected in batch:\n        mark_sent(con, selected[\"id\"])\n")],
            "crash.still-pending"),

@@ -76,9 +76,13 @@ class GradeFailureModesTest(TempDirTestCase):
         status, out, err = grade("--impl", os.path.join(ROOT, "examples", "worker_stub.py"), "--json")
         self.assertEqual(status, 1)
         report = json.loads(out)
-        self.assertEqual(report["passed"], 0)
-        self.assertEqual(report["failed"], len(NAMES))
+        self.assertEqual(report["passed"], 1)
+        # The stub is its own work (own-work passes); every check of the contract fails.
+        self.assertEqual(report["failed"], len(NAMES) - 1)
         for check in report["checks"]:
+            if check["name"] == "own-work":
+                self.assertEqual((check["status"], check["observed"]), ("pass", "as expected"))
+                continue
             self.assertEqual(check["status"], "fail")
             self.assertIn("NotImplementedError", check["observed"], check)
         self.assertNotIn("Traceback", err)

@@ -40,7 +40,8 @@ class BoxedGradingTest(TempDirTestCase):
         self.assertIn("network", isolation["off"])
         stub_boxed, stub_open = (self.graded("--impl", STUB, *flag) for flag in ((), ("--isolation", "off")))
         self.assertEqual(verdicts(stub_boxed), verdicts(stub_open))
-        self.assertEqual(stub_boxed["passed"], 0)
+        # The stub is its own work (own-work passes, issue 23); every check of the contract fails, boxed or not.
+        self.assertEqual([name for name, status in verdicts(stub_boxed).items() if status == "pass"], ["own-work"])
         self.assertEqual(stub_open["isolation"]["off"]["landlock"], "--isolation off")
         self.assertIs(stub_open["isolation"]["seccomp"], False)
 

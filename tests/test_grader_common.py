@@ -49,3 +49,51 @@ class ReadOnlyObserverTest(TempDirTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# Minutes of work for SQLite (a billion rows, none returned): endless for the grader, bounded for the test.
+ENDLESS = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 1000000000) "
+           "SELECT n AS id FROM r WHERE n < 0")
+
+
+class BoundedReadTest(TempDirTestCase):
+    """A worker's DB decides what the grader's own queries cost: views are refused, and every statement is bounded."""
+
+    def worker_db(self, *statements):
+        path = self.path("worker.db")
+        writer = sqlite3.connect(path, isolation_level=None)
+        try:
+            for statement in statements:
+                writer.execute(statement)
+        finally:
+            writer.close()
+        return path
+
+    def test_a_view_in_place_of_a_contract_table_is_a_failed_check_not_a_query(self):
+        path = self.worker_db("CREATE TABLE outbox (seq INTEGER PRIMARY KEY)", "CREATE VIEW Orders AS " + ENDLESS)
+        with self.assertRaises(common.Fail) as caught:
+            common.read_only(path)
+        self.assertEqual(caught.exception.expected, common.msg("db.table", table="orders"))
+        self.assertEqual(caught.exception.observed, common.msg("db.not-table", table="orders", kind="view"))
+
+    def test_a_statement_that_does_not_end_is_interrupted_at_its_deadline(self):
+        path = self.worker_db("CREATE VIEW endless AS " + ENDLESS)
+        con = common.bounded(sqlite3.connect(path), seconds=0.2)
+        self.addCleanup(con.close)
+        with self.assertRaises(sqlite3.OperationalError) as caught:
+            con.execute("SELECT count(*) FROM endless").fetchall()
+        self.assertTrue(common.interrupted(caught.exception))
+        # The deadline is each statement's own: the next one runs in full.
+        self.assertEqual(con.execute("SELECT 1").fetchall(), [(1,)])
+
+    def test_the_grader_connections_are_bounded(self):
+        path = self.worker_db("CREATE VIEW endless AS " + ENDLESS)
+        saved, common.QUERY_S = common.QUERY_S, 0.2  # the grader's bound, made short for the test
+        try:
+            con = common.connect(path)
+        finally:
+            common.QUERY_S = saved
+        self.addCleanup(con.close)
+        with self.assertRaises(sqlite3.OperationalError) as caught:
+            con.execute("SELECT * FROM endless").fetchall()
+        self.assertTrue(common.interrupted(caught.exception))

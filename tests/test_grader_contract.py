@@ -1,6 +1,6 @@
 """grader.contract: the worker contract written once, and every copy held to it.
 
-child.CONTRACT, the signatures both stubs define, the call forms and extras
+wire.CONTRACT, the signatures both stubs define, the call forms and extras
 docs/participants(.ja).md lists, and the extras both stubs name.
 """
 import importlib.util
@@ -9,7 +9,7 @@ import os
 import re
 import unittest
 
-from grader import child, contract
+from grader import contract, wire
 from tests.support import ROOT, read_doc
 
 STUBS = ("examples/worker_stub.py", "examples/worker_stub_ja.py")
@@ -29,8 +29,10 @@ def c1_bullet(text):
 
 
 class ContractTest(unittest.TestCase):
-    def test_child_checks_the_signatures_of_the_one_source(self):
-        self.assertIs(child.CONTRACT, contract.SIGNATURES)
+    def test_both_sides_check_the_signatures_of_the_one_source(self):
+        from grader.worker_side import calls
+        self.assertIs(wire.CONTRACT, contract.SIGNATURES)
+        self.assertIs(calls.CONTRACT, contract.SIGNATURES)
 
     def test_each_stub_defines_exactly_the_signatures_and_names_every_extra(self):
         for relpath in STUBS:

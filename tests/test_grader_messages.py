@@ -11,7 +11,7 @@ import re
 import string
 import unittest
 
-from grader import child, common, messages, scenarios
+from grader import checks, common, messages, scenarios
 from grader.registry import CHECKS, NAMES
 from tests import grade_mutants
 from tests.grade_mutants import grade
@@ -48,7 +48,7 @@ class MessageTableTest(unittest.TestCase):
             used |= set(re.findall(r"\btext\(\s*(?:lang|args\.lang),\s*\"([a-z0-9.-]+)\"", source))
             used |= set(re.findall(r"\bt\(\"([a-z0-9.-]+)\"", source))
             used |= {"who." + role for role in re.findall(r"\bwho\(\"([a-z-]+)\"", source)}
-        used |= {rule for _, rule, _ in child.BAD_EVENTS}
+        used |= {rule for _, rule, _ in checks.BAD_EVENTS}
         used |= set(common.EXCEPTION_RULES.values())
         used |= {check.proves for check in CHECKS}
         used |= {"verdict." + status for status in ("pass", "fail", "error")}

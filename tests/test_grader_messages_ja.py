@@ -32,14 +32,14 @@ from grader.cli import display_width  # noqa: E402
 from grader.wrap import NO_BREAK_BEFORE  # noqa: E402
 from grader import quiz  # noqa: E402
 from grader.quiz_questions import LETTERS, QUESTIONS  # noqa: E402
-from grader.registry import NAMES  # noqa: E402
+from grader.registry import NAMES, POINTS  # noqa: E402
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
 STUB_JA = os.path.join(ROOT, "examples", "worker_stub_ja.py")
 # Ids with no words to translate: program values, verdicts, and layout.
 NO_WORDS = {"plain", "verdict.pass", "verdict.fail", "verdict.error", "evidence.not-sent", "case.ack-string",
-            "evidence.after"}
+            "evidence.after", "own.allowed"}
 # English words a Japanese report may hold: they are names, not prose. Anything with a digit, `_`, `-`,
 # `.`, `/`, `=`, quotes or brackets in it is an identifier, a path or a value already (snack-7, mark_sent,
 # os._exit(73), docs/lab.ja.md, 'ok'), and so are the check names.
@@ -192,12 +192,14 @@ class JapaneseReportTest(unittest.TestCase):
         self.assertEqual(err, "")
         self.assertTrue(out.startswith("採点対象: examples/worker_stub_ja.py\n"), out[:200])
         lines = check_lines(out, "FAIL")
-        self.assertEqual(sorted(lines), sorted(NAMES))
+        # The stub is its own work (own-work passes, as in English); every check of the contract fails.
+        self.assertEqual(sorted(lines), sorted(set(NAMES) - {"own-work"}))
+        self.assertRegex(out, r"(?m)^PASS own-work ")
         for name, (expected, observed) in lines.items():
             with self.subTest(check=name):
                 self.assertRegex(expected, "[\u3000-\u30ff\u4e00-\u9fff]")
                 self.assertRegex(observed, "[\u3000-\u30ff\u4e00-\u9fff]")
-        self.assertRegex(out, r"\n得点: 100点中0点\n採点時間: [0-9.]+秒\nコーパスのシード: 24（[^\n]*）\n採点結果: 合格0件、不合格%d件\n\Z" % len(NAMES))
+        self.assertRegex(out, r"\n得点: 100点中%d点\n採点時間: [0-9.]+秒\nコーパスのシード: 24（[^\n]*）\n採点結果: 合格1件、不合格%d件\n\Z" % (POINTS["own-work"], len(NAMES) - 1))
         for template in ENGLISH_TEMPLATES:
             self.assertNotIn(template, out)
         # Three English words in a row would be a sentence left untranslated (the stub's errors are class names).

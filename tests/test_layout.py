@@ -92,12 +92,21 @@ TESTED_ELSEWHERE = {
     "sink/storethread.py": (("test_sink_server",), "the server's store thread, its calls and its death, "
                             "through the server"),
     "grader/__init__.py": (("test_grade",), "the grader's version"),
+    "grader/checks.py": (("test_grade", "test_grade_mutants_1"), "the in-process checks, run on the kit and on "
+                         "each mutant"),
+    "grader/drivers.py": (("test_grade", "test_grade_mutants_1"), "the scenarios' steps, run on the kit and on "
+                          "each mutant"),
+    "grader/remote.py": (("test_grade", "test_judge_hostile"), "the deciding side's calls, under every check and "
+                         "against forged answers"),
+    "grader/wire.py": (("test_grade", "test_judge_hostile"), "values across the two sides, under every check"),
+    "grader/own_work.py": (("test_judge_hostile",), "the own-work check, on the hostile workers"),
+    "grader/worker_side/__init__.py": (("test_grade",), "the worker's side, a docstring"),
+    "grader/worker_side/calls.py": (("test_grade", "test_judge_hostile"), "the calls a step makes, under every check"),
+    "grader/worker_side/main.py": (("test_grade", "test_judge_hostile"), "the worker's process, under every check"),
     "grader/corpus/__init__.py": (("test_grader_corpus", "test_grader_corpus_events"),
                                   "the outcomes and the comparison every corpus shares"),
     "grader/corpus/checks.py": (("test_grade", "test_grade_mutants_1"), "the corpora run by the checks, on the kit "
                                 "and on its mutants"),
-    "grader/child.py": (("test_grade", "test_grade_mutants_1"), "every check's child side, run on the kit and on "
-                        "each mutant"),
     "grader/parent.py": (("test_grade", "test_grader_contain"), "the parent's machinery, under every check"),
     "grader/scenarios.py": (("test_grade", "test_grade_mutants_1"), "the multi-process checks, run on the kit "
                             "and on each mutant"),
@@ -131,6 +140,8 @@ ABOUT_SEVERAL = {
     "test_grade_mutants_1": "grade.py against mutants of the whole kit, a third of them each",
     "test_grade_mutants_2": "grade.py against mutants of the whole kit, a third of them each",
     "test_grade_mutants_3": "grade.py against mutants of the whole kit, a third of them each",
+    "test_judge_hostile": "grade.py against a class of workers written to cheat, beside the reference and the stub",
+    "test_judge_hostile_values_slow": "grade.py against a class whose values, names, exceptions and files are odd",
     "test_grader_corpus": "grader/corpus as a whole: its outcomes, and the seeds and classes of every family",
     "test_grader_teacher": "the teacher's report: summary, student pages, points, Gradescope, partial, resumed, sharded runs",
     "test_grade_rules": "docs/rules.md: every rule a worker must keep, its check and its mutants",

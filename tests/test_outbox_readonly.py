@@ -206,5 +206,30 @@ class ReadOnlyConnectionCannotWriteTest(TempDirTestCase):
             check.close()
 
 
+class PeekKeepsLocksTest(TempDirTestCase):
+    """A read-only look at a DB this process holds open keeps that connection's lock on the file.
+
+    POSIX drops every lock a process holds on a file when it closes any descriptor of that file: a header
+    read through open() and close() let another process's closing connection take itself for the last one,
+    checkpoint and delete the -wal under the open connection ("database disk image is malformed").
+    """
+
+    def test_another_process_still_sees_the_connection_after_a_second_init_store(self):
+        path = self.path("source.db")
+        con = init_store(path)
+        try:
+            intake(con, ev("a"))
+            init_store(path).close()  # its upgrade check peeks at the file read-only first
+            code = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0); "
+                    "c.execute('BEGIN IMMEDIATE'); c.execute('ROLLBACK'); c.close()")
+            subprocess.run([sys.executable, "-c", code, path], check=True, timeout=60, env=python_env())
+            # Had the other process taken itself for the last connection, it would have deleted the -wal.
+            self.assertTrue(os.path.exists(path + "-wal"))
+            self.assertIs(mark_sent(con, "a"), True)
+            self.assertEqual(pending(con), [])
+        finally:
+            con.close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -11,6 +11,7 @@ import collections
 import random
 
 from ..common import Fail, describe, describe_value, msg
+from ..remote import Handle, RemoteError
 
 DEFAULT_SEED = 24  # the fixed default of --seed: a report without --seed is reproducible as it stands
 
@@ -60,9 +61,13 @@ def observed(call):
         value = call()
     except (Fail, MemoryError):
         raise
+    except RemoteError as exc:  # the worker's, as its step described it (grader/remote.py)
+        return {"kind": "raised", "mro": list(exc.mro), "error": exc.message, "message": exc.text[:500]}
     except Exception as exc:
         return {"kind": "raised", "mro": [c.__name__ for c in type(exc).__mro__], "error": describe(exc),
                 "message": str(exc)[:500]}
+    if isinstance(value, Handle):  # an object the step kept: its type and repr, as the step gave them
+        return {"kind": "returned", "value": [value.type_name, value.shown], "shown": "%s (%s)" % (value.shown, value.type_name)}
     return {"kind": "returned", "value": typed(value), "shown": describe_value(value)}
 
 

@@ -58,10 +58,13 @@ def readonly_uri(path, kind):
     """
     absolute = os.path.abspath(path)
     uri = "file:%s?mode=ro" % urllib.parse.quote(absolute)  # audit: G37
-    if not _in_wal_mode(absolute):
-        return uri
     wal, shm = absolute + "-wal", absolute + "-shm"
+    # Both beside it: plain mode=ro whatever the header says, so the header is not read. Reading it opens and
+    # closes the file, and that close drops every POSIX lock this process holds on it, an open connection's
+    # too: another process's closing connection then takes itself for the last, and deletes the -wal.
     if os.path.exists(wal) and os.path.exists(shm):
+        return uri
+    if not _in_wal_mode(absolute):
         return uri
     if not os.path.exists(wal) or os.path.getsize(wal) == 0:
         return uri + "&immutable=1"
