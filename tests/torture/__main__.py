@@ -69,7 +69,10 @@ def run_sink_torture(seed, workdir, *, churn_seconds, framing_streams):
         violations += ["framing: " + v for v in found]
     if churn_seconds:
         for cap in CHURN_CAPS:
-            result = churn.run_churn(os.path.join(workdir, "churn-%d" % cap), cap=cap, seconds=churn_seconds)
+            # The sink's CPU is printed, not judged: it moves with the machine (the same 3.0.0 code measured 0.28 s
+            # and 0.99 s per 10 s on two days here); `make bench` judges it beside the rows measured in its run.
+            result = churn.run_churn(os.path.join(workdir, "churn-%d" % cap), cap=cap, seconds=churn_seconds,
+                                     cpu_budget=None)
             lines.append(churn.describe(result))
             violations += ["churn at cap %d: %s" % (cap, v) for v in result.violations]
     return lines, violations

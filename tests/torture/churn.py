@@ -110,8 +110,8 @@ def run_churn(workdir, *, cap, seconds, log=None, cpu_budget=CPU_PER_10S):
     """Churn a fresh sink at `cap` for `seconds`; a ChurnResult (violations empty when every promise held).
 
     `cpu_budget` (seconds of the sink's CPU per 10 s) is judged only when
-    given: the test suite passes None, since what else the machine runs moves
-    it (`make bench` and `make torture`, which runs it alone, judge it).
+    given: the test suite and `make torture` pass None, since the machine
+    moves it (what else it runs, and the machine itself); `make bench` judges it.
     """
     os.makedirs(workdir)
     db = os.path.join(workdir, "sink.db")
