@@ -26,7 +26,10 @@ from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, 
 with open(os.path.join(ROOT, "docs", "report.schema.json"), encoding="utf-8") as _f:
     SCHEMA = json.load(_f)
 CHECKS = ["crash-after-ack", "seq-order", "exact-ack", "mark-sent"]  # registry order
-FLAGS = ["--timeout", "2", "--lang", "en"] + [arg for name in CHECKS for arg in ("-k", name)]
+# Long enough that a correct worker's steps finish on a loaded 2-core machine (at 2 s, the correct workers of
+# this class failed there, with two suites side by side); short enough that the hanging worker ends soon.
+STEP_TIMEOUT = 4
+FLAGS = ["--timeout", str(STEP_TIMEOUT), "--lang", "en"] + [arg for name in CHECKS for arg in ("-k", name)]
 VOLATILE = ("seconds", "kept")
 
 
@@ -101,7 +104,7 @@ class MixedClassTest(unittest.TestCase):
                 self.assertEqual([c["name"] for c in checks if not c["ok"]], failing)
                 self.assertEqual([c["status"] for c in checks if c["status"] == "error"], [])
         self.assertRegex(verdicts(self.worker("frank"))["mark-sent"][2],
-                         r"timed out after 2 s \(killed\): your init_store did not return$")
+                         r"timed out after %d s \(killed\): your init_store did not return$" % STEP_TIMEOUT)
         self.assertRegex(verdicts(self.worker("grace"))["seq-order"][2], r"^line 1: SyntaxError: ")
         self.assertIn("import failed: ModuleNotFoundError: No module named 'no_such_module_anywhere'",
                       verdicts(self.worker("ivan"))["exact-ack"][2])
