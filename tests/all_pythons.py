@@ -144,8 +144,37 @@ def check_supported(python, cwd):
         found = counts(out) or counts(err)
         parts.append("%s %s" % (label, "%d passed, %d failed" % found if found else "no count"))
         if status != 0 or not found or found[1] or not found[0]:
-            problems.append("%s exit %s:\n%s" % (label, status, "\n".join((out + err).splitlines()[-30:])))
+            problems.append("%s exit %s:\n%s" % (label, status, why_failed(out, err)))
     return not problems, "; ".join(parts), "\n".join(problems)
+
+
+def why_failed(out, err, blocks=3, lines_each=40):
+    """The failed checks and tail of stdout (the verdict lines), then the first unittest failures.
+
+    unittest writes each failure to stderr as a block that starts with
+    "FAIL:" or "ERROR:" under a line of "="; a log cut to the last lines of
+    stderr would show only the passing modules' dots.
+    """
+    out_lines = out.splitlines()
+    shown = []
+    for at, line in enumerate(out_lines):  # grade.py: a failed check and its expected/observed lines
+        if line.startswith("FAIL ") and len(shown) < 40:
+            shown += out_lines[at:at + 4]
+    shown += out_lines[-20:]
+    found = 0
+    lines = err.splitlines()
+    for at, line in enumerate(lines):
+        if found < blocks and line.startswith(("FAIL: ", "ERROR: ")):
+            found += 1
+            block = []
+            for follow in lines[at:at + lines_each]:
+                if block and follow.startswith(("=" * 20, "-" * 20 + "-")) and len(block) > 2:
+                    break
+                block.append(follow)
+            shown += [""] + block
+    if not found:
+        shown += err.splitlines()[-10:]
+    return "\n".join(shown)
 
 
 def check_refused(python, cwd):

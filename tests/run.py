@@ -86,13 +86,28 @@ def run_modules(names, verbosity):
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses) + len(unraisable)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
-    return passed, failed, skipped
+    names_failed = [test.id() for test, _ in result.failures + result.errors]
+    names_failed += [test.id() for test in result.unexpectedSuccesses]
+    names_failed += ["unraisable exception in %s" % ", ".join(names)] if unraisable else []
+    return passed, failed, skipped, names_failed, cpu_seconds()
+
+
+def cpu_seconds():
+    """CPU seconds of this worker and the children it has reaped; None where resource is missing (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--times", metavar="FILE",
+                        help="write each module's wall and CPU seconds to FILE as JSON, slowest first")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("modules", nargs="*", help="test modules to run (default: all), e.g. tests.test_outbox_store")
     args = parser.parse_args(argv)
@@ -134,19 +149,28 @@ def main(argv=None):
                 proc.stdout.close()
                 proc.wait()
             print("%s ran past %ds and was killed; counted as one failure" % (name, WORKER_TIMEOUT))
-            return 0, 1, 0
+            return 0, 1, 0, [name + " (killed)"], None
         lines = [line for line in out.splitlines() if line.startswith(MARK)]
         if proc.returncode != 0 or not lines:
             print("%s died (exit %s) before reporting; counted as one failure" % (name, proc.returncode))
-            return 0, 1, 0
+            return 0, 1, 0, [name + " (died)"], None
         return json.loads(lines[-1][len(MARK):])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         counts = list(pool.map(run_worker, names))
     passed, failed, skipped = (sum(c[i] for c in counts) for i in range(3))
     elapsed = time.monotonic() - started
-    slowest = sorted(seconds, key=seconds.get, reverse=True)[:4]
-    print("slowest modules: %s" % ", ".join("%s %.0fs" % (name.split("tests.", 1)[-1], seconds[name]) for name in slowest))
+    slowest = sorted(seconds, key=seconds.get, reverse=True)
+    print("slowest modules: %s" % ", ".join("%s %.0fs" % (name.split("tests.", 1)[-1], seconds[name])
+                                            for name in slowest[:4]))
+    if args.times:
+        cpu = dict(zip(names, (c[4] for c in counts)))
+        with open(args.times, "w") as out:
+            json.dump([[name, round(seconds[name], 1), cpu[name] and round(cpu[name], 1)] for name in slowest],
+                      out, indent=1)
+    # The names just above the count: a log cut to its tail still says what failed.
+    for name in sorted(n for c in counts for n in c[3]):
+        print("failed: %s" % name)
     print("ran %d tests in %.1fs with %d workers (Python %s), %d skipped"
           % (passed + failed + skipped, elapsed, jobs, sys.version.split()[0], skipped))
     print("%d passed, %d failed" % (passed, failed))
