@@ -37,31 +37,38 @@ def find_class(paths):
 
     Workers are sorted, each named by its file's stem, or by its folder if
     the file is a worker.py (found in a folder, or named directly: the same
-    name either way); two with the same name are a UsageError, as are a
-    missing path and a file not ending in .py. Every other entry of a
-    directory is in `skipped` (results.skipped_entry) with the reason it was
-    not graded: nothing in a class folder is left out silently.
+    name either way). A worker found in a directory whose name an earlier
+    one has (ann.py, then ann/worker.py) is not graded but listed in
+    `skipped` with the first one's path; two files named directly with one
+    name are a UsageError, as are a missing path and a file not ending in
+    .py. Every other entry of a directory is in `skipped`
+    (results.skipped_entry) with the reason it was not graded: nothing in a
+    class folder is left out silently.
     """
-    workers, skipped = [], []
+    workers, skipped, seen = [], [], {}
     for given in paths:
         path = os.path.abspath(given)
         if os.path.isdir(path):
             found, left = scan(path)
             if not found:
                 raise UsageError(msg("usage.empty-dir", path=path))
-            workers.extend(found)
             skipped.extend(left)
+            for worker in found:
+                if worker.name in seen:  # ann.py beside ann/worker.py: the class is graded, this entry listed
+                    skipped.append(skipped_entry(worker.path, msg("skip.duplicate", name=worker.name,
+                                                                  first=seen[worker.name])))
+                else:
+                    seen[worker.name] = worker.path
+                    workers.append(worker)
         elif not os.path.isfile(path):
             raise UsageError(msg("usage.no-impl", path=path))
         elif not path.endswith(".py"):
             raise UsageError(msg("usage.not-module", path=path, why=msg("usage.not-py")))
+        elif name_of(path) in seen:  # two files named on the command line: the teacher's to say which
+            raise UsageError(msg("usage.duplicate", name=name_of(path), first=seen[name_of(path)], second=path))
         else:
+            seen[name_of(path)] = path
             workers.append(Worker(name_of(path), path))
-    seen = {}
-    for worker in workers:
-        if worker.name in seen:
-            raise UsageError(msg("usage.duplicate", name=worker.name, first=seen[worker.name], second=worker.path))
-        seen[worker.name] = worker.path
     return workers, skipped
 
 

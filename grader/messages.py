@@ -208,6 +208,7 @@ EN = {
     "reason.check": "{name} ({rules}): {observed}",
     "reason.none": "every check passed",
     "skip.no-worker": "a folder without worker.py",
+    "skip.duplicate": "a second worker named {name}, not graded: the first is {first}; each needs a name of its own (its file's stem or its folder)",
     "skip.not-file": "not a regular file (a FIFO, a socket or a device)",
     "skip.dangling": "a link to nothing",
     "skip.not-py": "not a .py file",

@@ -194,6 +194,7 @@ JA = {
     "reason.check": "{name}（ルール {rules}）: {observed}",
     "reason.none": "すべてのチェックに合格しました",
     "skip.no-worker": "worker.py のないディレクトリです",
+    "skip.duplicate": "{name}という名前のワーカーは{first}にもあるため、採点していません。ワーカーごとに別の名前（ファイル名の拡張子を除いた部分か、ディレクトリ名）が必要です",
     "skip.not-file": "通常のファイルではありません（FIFO、ソケット、デバイスのいずれか）",
     "skip.dangling": "リンク先のないリンクです",
     "skip.not-py": ".py のファイルではありません",

@@ -340,16 +340,27 @@ class ClassCommandLineTest(TempDirTestCase):
             self.assertRegex(line, r"^\[[1-4]/5\] [a-z]+: 1/1 passed \([0-9.]+ s\); about [0-9]+ s left$")
         self.assertRegex(lines[-1], r"^\[5/5\] [a-z]+: 1/1 passed \([0-9.]+ s\)$")
 
-    def test_two_workers_of_one_name_are_a_usage_error(self):
+    def test_two_workers_of_one_name_in_a_folder_grade_the_first_and_list_the_second(self):
         folder = self.path("class")
         first, second = write_worker(os.path.join(folder, "ann.py")), write_worker(os.path.join(folder, "ann", "worker.py"))
-        for args in (["--impl", folder], ["--impl", first, "--impl", first]):
+        status, out, err = grade("--impl", folder, "--json", "-k", "validate-event")
+        self.assertEqual(status, 0, err)
+        report = json.loads(out)
+        self.assertEqual([(w["name"], w["impl"]) for w in report["workers"]], [("ann", first)])
+        self.assertEqual([(s["path"], s["reason"]["id"], s["reason"]["fields"]["first"]) for s in report["skipped"]],
+                         [(second, "skip.duplicate", first)])
+        status, out, err = grade("--impl", folder, "-k", "validate-event", "--lang", "en")
+        self.assertEqual(status, 0, err)
+        self.assertIn("not graded (1):\n  %s: a second worker named ann, not graded: the first is %s;" % (second, first), out)
+
+    def test_two_files_of_one_name_on_the_command_line_are_a_usage_error(self):
+        first = write_worker(self.path("a", "ann.py"))
+        second = write_worker(self.path("b", "ann", "worker.py"))
+        for args in (["--impl", first, "--impl", first], ["--impl", first, "--impl", second]):
             with self.subTest(args=args):
                 status, out, err = grade(*args)
                 self.assertEqual((status, out), (2, ""))
-                self.assertIn("grade.py: error: two workers named ann: %s and " % first, err)
-                if args[1] == folder:
-                    self.assertIn(second, err)
+                self.assertIn("grade.py: error: two workers named ann: %s and %s;" % (first, args[3]), err)
 
     def test_one_worker_that_fails_makes_the_class_fail(self):
         folder = self.path("class")
