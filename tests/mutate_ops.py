@@ -194,8 +194,8 @@ MUTANTS = (
      [("        except (ValueError, RecursionError) as exc:\n", "        except ValueError as exc:\n")], CLI),
     ("--max-age accepted without --check", "outbox/cli/ops.py",
      [("    if not args.check and (args.max_age", "    if False and (args.max_age")], CLI),
-    ("the alert does not name retry", "outbox/cli/relay.py",
-     [('        "then, once the sink will take it: python -m outbox retry %s', '        "then: python -m outbox requeue %s')],
+    ("a conflict's alert names retry, not requeue --event", "outbox/cli/relay.py",
+     [('python -m outbox requeue %s --db %s --event JSON', 'python -m outbox retry %s --db %s')],
      CLI),
 )
 

@@ -56,9 +56,16 @@ class PoisonHeadTest(RelayTestCase):
             self.assertIn(words, alert[0])
         self.assertNotIn("untrusted-ack", alert[0])  # a 409 is a conflict
         for command in ("python -m outbox evidence crate-9 --db %s" % self.source,
-                        "python -m outbox retry crate-9 --db %s" % self.source,
+                        "python -m outbox requeue crate-9 --db %s --event JSON" % self.source,
+                        "or retry --force once the sink's row is corrected",
                         "python -m outbox quarantine crate-9 --db %s" % self.source):
             self.assertIn(command, stuck.stderr)
+        self.assertNotIn("python -m outbox retry", stuck.stderr)  # a retry of a conflict is another 409
+        refused = outbox("retry", "crate-9", "--db", self.source)
+        self.assertEqual((refused.returncode, refused.stdout), (1, ""))
+        self.assertIn("last refused as a conflict", refused.stderr)
+        self.assertIn("--force", refused.stderr)
+        self.assertNotIn("Traceback", refused.stderr)
         self.assertEqual(len([line for line in stuck.stderr.splitlines() if "refused head item 'crate-9'" in line]), 3)
         self.assertEqual(stuck.stdout, "relay: marked 0 sent\n")
         figures = json.loads(outbox("status", "--db", self.source, "--json").stdout)

@@ -193,6 +193,26 @@ class HistoryTest(TempDirTestCase):
                          (1, 3, 3, "not-acknowledged"))
         self.assertEqual([e["id"] for e in pending(con)], ["a", "b", "c", "d", "e"])  # no reordering
 
+    def test_retry_of_an_item_last_refused_as_a_conflict_needs_force(self):
+        con = self.con
+
+        def conflicting(event):
+            raise UntrustedAck("POST for %r: status 409; not marking it sent" % event["id"], kind="conflict")
+
+        with self.assertRaises(UntrustedAck):
+            dispatch(con, conflicting, **attempts.hooks(con))
+        before = (con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
+                  con.execute("SELECT count(*) FROM retries").fetchone()[0])
+        with self.assertRaises(OutboxError) as caught:
+            operations.retry(con, "a")
+        for words in ("'a' was last refused as a conflict", "requeue", "--force"):
+            self.assertIn(words, str(caught.exception))
+        self.assertEqual((con.execute("SELECT * FROM outbox ORDER BY seq").fetchall(),
+                          con.execute("SELECT count(*) FROM retries").fetchone()[0]), before)
+        reset = operations.retry(con, "a", force=True)
+        self.assertEqual((reset["attempts"], reset["permanent_failures"], reset["last_error_kind"]), (1, 1, "conflict"))
+        self.assertEqual(operations.head(con)["last_error_kind"], None)
+
     def test_retry_refuses_a_sent_unknown_or_quarantined_id_and_changes_nothing(self):
         con = self.con
         mark_sent(con, "b")

@@ -77,6 +77,8 @@ def add_commands(command):
                     "place (after the alert, once the sink will take it); the reset is recorded")
     again.add_argument("id", help="event id")
     again.add_argument("--db", required=True, help="existing source DB")
+    again.add_argument("--force", action="store_true", help="retry an item last refused as a conflict too (once "
+                       "the sink's row for it is corrected; otherwise the sink answers 409 again)")
 
     cli_relay.add_command(command)
 
@@ -220,7 +222,7 @@ def run_requeue(args):
 
 def run_retry(args):
     with contextlib.closing(_open_existing(args.db)) as con:
-        reset = operations.retry(con, args.id)
+        reset = operations.retry(con, args.id, force=args.force)
     print("retry %s: its attempt record (%d attempt(s), %d refused, last failure: %s) is reset and kept in the "
           "history; the relay sends it again in its place" % (
               args.id, reset["attempts"], reset["permanent_failures"], reset["last_error_kind"] or "none"))

@@ -103,10 +103,16 @@ def _next_steps(alert, args):
         if head is not None:
             steps.insert(0, "look: python -m outbox evidence %s --db %s --sink SINK_DB" % (head["id"], args.db))
         return steps
+    if head.get("last_error_kind") == "conflict":  # a retry would get the same 409: name the way that can help
+        back = ("then, the sink holding another payload for it: python -m outbox requeue %s --db %s --event JSON "
+                "(JSON: the payload that is true), or retry --force once the sink's row is corrected"
+                % (head["id"], args.db))
+    else:
+        back = ("then, once the sink will take it: python -m outbox retry %s --db %s (tries it again in its place)"
+                % (head["id"], args.db))
     return [
         "look: python -m outbox evidence %s --db %s --sink SINK_DB" % (head["id"], args.db),
-        "then, once the sink will take it: python -m outbox retry %s --db %s (tries it again in its place)"
-        % (head["id"], args.db),
+        back,
         "or, to let the line behind it flow: python -m outbox quarantine %s --db %s --reason \"...\" "
         "(out of line, reordered, recorded)" % (head["id"], args.db),
     ]

@@ -114,7 +114,7 @@ def requeue(con, event_id, event=None):
         return new_seq
 
 
-def retry(con, event_id):
+def retry(con, event_id, force=False):
     """Reset the attempt record of a pending item, in one transaction; return the record it reset.
 
     For an item the sink refused until the relay alerted, once the cause is
@@ -123,13 +123,21 @@ def retry(con, event_id):
     reordering). A retry record keeps the reset attempt record; the return is
     that record as a dict (attempts, permanent_failures, last_error,
     last_error_kind). A sent, unknown or quarantined id (requeue takes that
-    back) raises OutboxError; nothing changes.
+    back) raises OutboxError; nothing changes. So does an item the sink last
+    refused as a conflict, unless `force`: the sink holds another payload
+    for that id, and the same payload sent again gets the same 409 (the
+    alert would clear until the relay met it again, nothing fixed).
     """
     with db.transaction(con):
         row = _row_to_change(con, event_id, "retry")
         if row["quarantined_at"] is not None:
             raise OutboxError("%r is quarantined (since %s); requeue puts it back in the pending line"
                               % (event_id, timestamps.utc(row["quarantined_at"])))
+        if row["last_error_kind"] == "conflict" and not force:
+            raise OutboxError(
+                "%r was last refused as a conflict: the sink holds another payload for this id, and a retry sends "
+                "the same one again (another 409); decide which payload is true (evidence --sink), then requeue "
+                "it with --event set to the sink's, or retry --force once the sink's row is corrected" % event_id)
         con.execute(
             "INSERT INTO retries (event_id, seq, retried_at, attempts, permanent_failures, last_error, "  # audit: G45
             "last_error_kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
