@@ -81,6 +81,17 @@ class BoxedGradingTest(TempDirTestCase):
         failed = {c["name"]: c["observed"] for c in report["checks"] if c["status"] != "pass"}
         self.assertEqual(failed, {})
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        # Under a TMPDIR no other uid can reach, the layer is off and says why; the verdicts stay.
+        private = os.path.join(self.tmp, "private")
+        os.makedirs(private, mode=0o700)
+        os.chmod(private, 0o700)
+        proc = subprocess.run([python, GRADE, "--json", "--impl", REFERENCE, "-k", "wrong-database"], cwd=self.tmp,
+                              env=python_env(TMPDIR=private), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=300)
+        report = json.loads(proc.stdout)
+        self.assertIs(report["isolation"]["uid"], False)
+        self.assertIn(private, report["isolation"]["off"]["uid"])
+        self.assertEqual((proc.returncode, report["passed"]), (0, 1), proc.stderr)
 
     def test_with_every_layer_unavailable_it_says_so_and_grades_as_before(self):
         report = self.graded("--impl", REFERENCE, env=python_env(**{box.UNAVAILABLE: ALL_OFF}))
