@@ -21,8 +21,8 @@ import threading
 import time
 
 from . import box, contain, drivers, remote
-from .capture import Capture, Lines, follow
-from .common import SNACK, Fail, expect, msg, read_only, wrong_class
+from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
+from .common import SNACK, Fail, describe, expect, msg, read_only, wrong_class
 from .corpus import DEFAULT_SEED
 from .text import data
 
@@ -184,7 +184,10 @@ class Run:
         """The message for the resource limit this child ran into, or None."""
         if self.limits is None:
             return None
-        if self.first("limit"):
+        limit = self.first("limit")
+        if limit and limit.get("limit") == "protocol":
+            return msg("limit.protocol", what=self.what, line_kib=LINE_MAX // 1024, mib=LINES_BUDGET // (1024 * 1024))
+        if limit:
             return msg("limit.memory", what=self.what, mib=self.limits.memory_mib)
         if self.status == -signal.SIGXFSZ:
             return msg("limit.file-size", what=self.what, mib=self.limits.file_mib)
@@ -336,8 +339,31 @@ class Grader:
         followed = []
         reader = threading.Thread(target=lambda: followed.append(child.follow(lambda: deadline)), daemon=True)
         session.attach(child.protocol, reader)
+        session.kill = child.kill
         reader.start()
         lines, status = [], 1
+        try:
+            status = self.drive(session, driver, parsed, needs, lines)
+        finally:  # whatever happened above: the step ended, its pipes closed, its process reaped
+            session.close(status)
+            reader.join()
+            status = child.finish()
+        if session.crashed is not None:
+            status = session.crashed  # the grader ended it for a Crash or a Fail: the status it stands for
+        timed_out = bool(followed and followed[0])
+        return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
+                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
+                   printed=printed_lines(child, lines + session.said))
+
+    @staticmethod
+    def drive(session, driver, parsed, needs, lines):
+        """Run `driver` against the step; its exit status. What went wrong is in `lines`, as that worker's own.
+
+        An exception of the grader's own while it reads what the step said (a
+        bug a forged line found) is an error line of this worker's step ("grader
+        error on this worker"), never the end of the class's run.
+        """
+        status = 1
         try:
             missing = session.request("require", names=list(needs))
             expect(not missing, msg("impl.defines", names=", ".join(needs)),  # audit: G59
@@ -349,16 +375,15 @@ class Grader:
             session.fail = session.fail or fail
         except remote.RemoteError as exc:
             lines.append(drivers.error_line(exc))
+        except Exception as exc:  # noqa: B902 (see the docstring)
+            session.kill()
+            lines.append({"kind": "error", "type": "GraderError", "mro": ["GraderError"], "stage": None,
+                          "function": None, "call": None, "frames": [],
+                          "message": "grader error on this worker: %s; please report it" % describe(exc)})
         if session.fail is not None:
             lines.insert(0, {"kind": "verdict", "ok": False, "expected": session.fail.expected,
                              "observed": session.fail.observed})
-        session.close(status)
-        reader.join()
-        status = child.finish()
-        timed_out = bool(followed and followed[0])
-        return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
-                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
-                   printed=printed_lines(child, lines + session.said))
+        return status
 
     @contextlib.contextmanager
     def sink(self, db, needs, fault=None, folder=None, output=None):
