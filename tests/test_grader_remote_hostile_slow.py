@@ -86,6 +86,15 @@ WORKERS = {
             con.execute("SELECT count(*) FROM outbox WHERE payload LIKE '%never%'").fetchall()
             return _real_pending(con, limit)
     ''', name="validate_event"),
+    # Item 6: at its import, in the zygote, junk and a forged "step 1 ended with 0" on the zygote's control socket.
+    "controller": KIT + FORGE + textwrap.dedent('''
+        for _fd in range(3, 256):
+            try:
+                if _stat.S_ISSOCK(_os.fstat(_fd).st_mode):
+                    _os.write(_fd, b"not json\\n" + _json.dumps({"op": "ended", "id": 1, "status": 0}).encode() + b"\\n")
+            except OSError:
+                pass
+    '''),
     # Item 5: marks before after_delivery, survives the grader's crash (os._exit made a no-op), hides the mark
     # and then crashes as asked.
     "undead": KIT + textwrap.dedent('''
@@ -123,6 +132,7 @@ EXPECTED = {  # the checks each attack passes, with the attack in place; the oth
     "nested": {"pending-cost", "mark-sent"},
     "clock": {"crash-after-ack", "mark-sent"},
     "undead": {"pending-cost", "mark-sent"},
+    "controller": set(CHECKS),  # its zygote is ended at the first bad line: its steps run as the grader's children
 }
 
 
