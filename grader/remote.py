@@ -181,7 +181,8 @@ class Session:
         if kind in ("verdict", "error", "limit") or line == OVER:
             if line == OVER:
                 self.kill()
-                self.said.append(dict(OVER))  # kept whatever the count: the step's verdict
+                if OVER not in self.said:
+                    self.said.append(dict(OVER))  # kept whatever the count: the step's verdict
             elif len(self.said) < SAID_MAX and len(wire.dumps(line)) <= SAID_BYTES:
                 self.said.append(line)
 
