@@ -163,7 +163,8 @@ class Session:
 
     def attach(self, fd, reader):
         self.fd, self.reader = fd, reader
-        os.set_blocking(fd, False)  # see send; the reading thread reads only what select found there
+        if hasattr(os, "set_blocking"):  # POSIX (a step's protocol is a socket pair there); see send
+            os.set_blocking(fd, False)  # the reading thread reads only what select found there
 
     def on_line(self, line):
         """A line of the step's (called by its reading thread): answers queued for `wait`, its own lines kept, within bounds.
