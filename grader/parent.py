@@ -742,8 +742,8 @@ class SinkProcess:
         reason = next((line for line in lines if line.get("kind") in ("verdict", "error", "limit")), None)
         if reason and reason["kind"] == "verdict":
             raise Fail(reason["expected"], msg("sink.said", observed=reason["observed"]))
-        if reason and reason["kind"] == "limit":
-            raise Fail(msg("sink.starts"), msg("limit.memory", what=msg("who.sink"), mib=self.limits.memory_mib))
+        if reason and reason["kind"] == "limit":  # memory, or a protocol flood (capture.Lines)
+            raise Fail(msg("sink.starts"), Run(msg("who.sink"), None, [reason], "", limits=self.limits).limit())
         if reason:
             raise Fail(msg("sink.starts"), msg("sink.raised", error=reason["message"]))
         status = self.child.status if self.child.ended.is_set() else None
