@@ -57,7 +57,7 @@ class RemoteError(Exception):
         self.function = contract_name(fields.get("function"))
         self.call = text(fields["call"], 200) if self.function and isinstance(fields.get("call"), str) else None
         self.frames = frames_of(fields.get("frames"))
-        self.handle = fields.get("handle") if isinstance(fields.get("handle"), int) else None
+        self.handle = fields.get("handle") if type(fields.get("handle")) is int else None
         super().__init__(self.text)
 
     def __str__(self):
@@ -69,7 +69,7 @@ class Handle:
 
     def __init__(self, session, fields):
         self._session = session
-        self._number = fields.get("$h") if isinstance(fields.get("$h"), int) else -1
+        self._number = fields.get("$h") if type(fields.get("$h")) is int else -1
         self.type_name = text(fields.get("type", "?"))
         self.mro = names(fields.get("mro"), self.type_name)
         self.shown = text(fields.get("repr", "?"))
