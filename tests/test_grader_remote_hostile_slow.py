@@ -95,6 +95,20 @@ WORKERS = {
             except OSError:
                 pass
     '''),
+    # Item 6 again: the same line a second after its import, from a thread of its zygote, while steps run.
+    "latecomer": KIT + FORGE + textwrap.dedent('''
+        import threading as _threading
+
+        def _write():
+            for _fd in range(3, 256):
+                try:
+                    if _stat.S_ISSOCK(_os.fstat(_fd).st_mode):
+                        _os.write(_fd, b"not json\\n")
+                except OSError:
+                    pass
+
+        _threading.Timer(1.0, _write).start()
+    '''),
     # Item 5: marks before after_delivery, survives the grader's crash (os._exit made a no-op), hides the mark
     # and then crashes as asked.
     "undead": KIT + textwrap.dedent('''
@@ -159,5 +173,7 @@ class ForgedProtocolClassTest(TempDirTestCase):
             with self.subTest(worker=name):
                 statuses = {c: results[name][c]["status"] for c in CHECKS}
                 self.assertEqual(statuses, {c: "pass" if c in passes else "fail" for c in CHECKS})
+        # Steps its zygote ran when it spoke are lost (its own failed checks); none is the grader's error.
+        self.assertNotIn("error", [c["status"] for c in results["latecomer"].values()])
         for check in CHECKS:  # a protocol flood is a limit of that worker's step, said as such
             self.assertIn("protocol", results["flood"][check]["observed"], check)
