@@ -172,7 +172,8 @@ class ForgedProtocolClassTest(TempDirTestCase):
         for name, passes in EXPECTED.items():
             with self.subTest(worker=name):
                 statuses = {c: results[name][c]["status"] for c in CHECKS}
-                self.assertEqual(statuses, {c: "pass" if c in passes else "fail" for c in CHECKS})
+                self.assertEqual(statuses, {c: "pass" if c in passes else "fail" for c in CHECKS},
+                                 {c: results[name][c]["observed"] for c in CHECKS})
         # Steps its zygote ran when it spoke are lost (its own failed checks); none is the grader's error.
         self.assertNotIn("error", [c["status"] for c in results["latecomer"].values()])
         for check in CHECKS:  # a protocol flood is a limit of that worker's step, said as such
