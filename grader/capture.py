@@ -16,6 +16,9 @@ from .common import MARK
 KEEP = 64 * 1024  # bytes kept from the start, and again from the end, of each stream
 CHUNK = 64 * 1024  # bytes read at once
 LINES_KEEP = 4 * 1024 * 1024  # bytes of protocol lines kept (the grader's own, a few KiB per step)
+LINE_MAX = 1024 * 1024  # bytes of one protocol line (the grader's own are under 8 KiB): a longer one is a flood
+LINES_BUDGET = 32 * 1024 * 1024  # bytes of protocol lines a stream may send in all (the reference's: 200 KB)
+OVER = {"kind": "limit", "limit": "protocol"}  # what on_line hears once a stream has run past either bound
 ROUND = 0.05  # seconds: how often the loop looks at the process while its pipes are quiet
 GRACE = 1.0  # seconds to wait for the pipes to close once the process has ended
 MARK_BYTES = MARK.encode("ascii")
@@ -58,17 +61,29 @@ class Capture:
 
 
 class Lines:
-    """The protocol stream: each complete MARK line as a dict, at most LINES_KEEP bytes of them."""
+    """The protocol stream: each complete MARK line as a dict, at most LINES_KEEP bytes of them kept.
+
+    Bounded by what it reads, kept or not: a line over LINE_MAX bytes, or
+    more than LINES_BUDGET bytes of lines in all, is a flood. Then `over` is
+    set, on_line hears OVER once (its owner ends the step) and every later
+    byte is dropped unread. A line that does not parse, however it fails
+    (RecursionError on "[" * 100000), is dropped: the reading thread lives on.
+    """
 
     def __init__(self, on_line=None):
         self.keep = True  # False: each line goes to on_line only (a step's answers), none is kept here
         self.lines = []
         self.partial = bytearray()
         self.kept = 0
+        self.read = 0  # bytes of MARK lines taken, kept or not
         self.dropped = 0
+        self.over = False
         self.on_line = on_line
 
     def add(self, data):
+        if self.over:
+            self.dropped += len(data)
+            return
         pieces = data.split(b"\n")
         self.partial += pieces[0]
         if len(pieces) > 1:
@@ -76,19 +91,23 @@ class Lines:
             self.partial = bytearray(pieces[-1])
             for raw in complete:
                 self.take(raw)
-        if len(self.partial) > LINES_KEEP:  # no line of the grader's is this long
-            self.dropped += len(self.partial)
+        if len(self.partial) > LINE_MAX:  # no line of the grader's is this long
+            self.flood(len(self.partial))
             self.partial = bytearray()
 
     def take(self, raw):
-        if not raw.startswith(MARK_BYTES):
+        if self.over or not raw.startswith(MARK_BYTES):
+            return
+        self.read += len(raw)
+        if len(raw) > LINE_MAX or self.read > LINES_BUDGET:
+            self.flood(len(raw))
             return
         if self.keep and self.kept + len(raw) > LINES_KEEP:
             self.dropped += len(raw)
             return
         try:
-            line = whole(json.loads(raw[len(MARK_BYTES):].decode("utf-8")))
-        except ValueError:
+            line = whole(json.loads(raw[len(MARK_BYTES):].decode("utf-8"), parse_int=bounded_int))
+        except Exception:  # noqa: B902 (ValueError, RecursionError, MemoryError: a forged line, never the reader's end)
             return
         if isinstance(line, dict) and self.keep:
             self.kept += len(raw)
@@ -96,6 +115,27 @@ class Lines:
         if isinstance(line, dict):
             if self.on_line is not None:
                 self.on_line(line)
+
+    def flood(self, size):
+        """Past a bound: drop what is left, say OVER once (kept too, so that a step's Run can name the limit)."""
+        self.dropped += size
+        if self.over:
+            return
+        self.over = True
+        if self.keep:
+            self.lines.append(dict(OVER))
+        if self.on_line is not None:
+            self.on_line(dict(OVER))
+
+
+INT_DIGITS = 4300  # digits of an int a line may hold (as Python 3.11's own limit): longer costs quadratic time
+
+
+def bounded_int(digits):
+    """json's parse_int: on 3.8-3.10 int() has no digit limit, and a 1 MiB number takes seconds of the grader's."""
+    if len(digits) > INT_DIGITS:
+        raise ValueError("an int of %d digits" % len(digits))
+    return int(digits)
 
 
 def whole(value):
@@ -142,6 +182,8 @@ def follow(streams, exited, deadline, on_timeout, after_exit):
             for key, _ in selector.select(wait):
                 try:
                     data = os.read(key.fd, CHUNK)
+                except BlockingIOError:  # a protocol socket, non-blocking for the sender's sake (remote.Session)
+                    continue
                 except OSError:  # a step's protocol socket, reset as it ended with a request unread: its end
                     data = b""
                 if data:

@@ -319,6 +319,7 @@ EN = {
     "limit.memory": "{what} ran out of memory: limit {mib} MiB; --memory raises it",
     "limit.file-size": "{what} wrote a file past the size limit: {mib} MiB; --file-size raises it",
     "limit.cpu": "{what} used up its CPU time: limit {seconds} s; --timeout raises it",
+    "limit.protocol": "{what} sent the grader more than its protocol allows (a line over {line_kib} KiB, or over {mib} MiB in all): killed",
 
     # Loading the worker.
     "impl.imports": "{path} imports cleanly",

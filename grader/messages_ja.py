@@ -305,6 +305,7 @@ JA = {
     "limit.memory": "{what}がメモリを使い切りました: 上限は{mib} MiBです（--memoryで引き上げられます）",
     "limit.file-size": "{what}が上限を超える大きさのファイルを書きました: 上限は{mib} MiBです（--file-sizeで引き上げられます）",
     "limit.cpu": "{what}がCPU時間を使い切りました: 上限は{seconds}秒です（--timeoutで引き上げられます）",
+    "limit.protocol": "{what}が採点ツールとの通信で許される量を超えて送ってきました（1行{line_kib} KiB超、または合計{mib} MiB超）。強制終了しました",
 
     # Loading the worker.
     "impl.imports": "{path}がエラーなくimportできること",

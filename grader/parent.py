@@ -11,6 +11,7 @@ import http.server
 import json
 import os
 import re
+import select
 import signal
 import socket
 import sqlite3
@@ -21,8 +22,8 @@ import threading
 import time
 
 from . import box, contain, drivers, remote
-from .capture import Capture, Lines, follow
-from .common import SNACK, Fail, expect, msg, read_only, wrong_class
+from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
+from .common import SNACK, Fail, describe, expect, msg, read_only, wrong_class
 from .corpus import DEFAULT_SEED
 from .text import data
 
@@ -191,7 +192,10 @@ class Run:
         """The message for the resource limit this child ran into, or None."""
         if self.limits is None:
             return None
-        if self.first("limit"):
+        limit = self.first("limit")
+        if limit and limit.get("limit") == "protocol":
+            return msg("limit.protocol", what=self.what, line_kib=LINE_MAX // 1024, mib=LINES_BUDGET // (1024 * 1024))
+        if limit:
             return msg("limit.memory", what=self.what, mib=self.limits.memory_mib)
         if self.status == -signal.SIGXFSZ:
             return msg("limit.file-size", what=self.what, mib=self.limits.file_mib)
@@ -343,8 +347,31 @@ class Grader:
         followed = []
         reader = threading.Thread(target=lambda: followed.append(child.follow(lambda: deadline)), daemon=True)
         session.attach(child.protocol, reader)
+        session.kill = child.kill
         reader.start()
         lines, status = [], 1
+        try:
+            status = self.drive(session, driver, parsed, needs, lines)
+        finally:  # whatever happened above: the step ended, its pipes closed, its process reaped
+            session.close(status)
+            reader.join()
+            status = child.finish()
+        if session.crashed is not None:
+            status = session.crashed  # the grader ended it for a Crash or a Fail: the status it stands for
+        timed_out = bool(followed and followed[0])
+        return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
+                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
+                   printed=printed_lines(child, lines + session.said))
+
+    @staticmethod
+    def drive(session, driver, parsed, needs, lines):
+        """Run `driver` against the step; its exit status. What went wrong is in `lines`, as that worker's own.
+
+        An exception of the grader's own while it reads what the step said (a
+        bug a forged line found) is an error line of this worker's step ("grader
+        error on this worker"), never the end of the class's run.
+        """
+        status = 1
         try:
             missing = session.request("require", names=list(needs))
             expect(not missing, msg("impl.defines", names=", ".join(needs)),  # audit: G59
@@ -356,16 +383,15 @@ class Grader:
             session.fail = session.fail or fail
         except remote.RemoteError as exc:
             lines.append(drivers.error_line(exc))
+        except Exception as exc:  # noqa: B902 (see the docstring)
+            session.kill()
+            lines.append({"kind": "error", "type": "GraderError", "mro": ["GraderError"], "stage": None,
+                          "function": None, "call": None, "frames": [],
+                          "message": "grader error on this worker: %s; please report it" % describe(exc)})
         if session.fail is not None:
             lines.insert(0, {"kind": "verdict", "ok": False, "expected": session.fail.expected,
                              "observed": session.fail.observed})
-        session.close(status)
-        reader.join()
-        status = child.finish()
-        timed_out = bool(followed and followed[0])
-        return Run(what, None if timed_out else status, lines + session.said, child.err.last_line(),
-                   timed_out=self.timeout if timed_out else None, output=child.output(), limits=self.limits,
-                   printed=printed_lines(child, lines + session.said))
+        return status
 
     @contextlib.contextmanager
     def sink(self, db, needs, fault=None, folder=None, output=None):
@@ -461,7 +487,9 @@ class Zygote:
         while not ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
             pass
         kinds = [line.get("kind") for line in self.child.lines.lines if line.get("kind") not in ("call", "box")]
-        if ready.is_set() and kinds[:1] == ["ready"]:
+        # Before its first step the zygote has nothing to say on its control socket: what is there, its import wrote.
+        unasked = bool(select.select([ours], [], [], 0)[0])
+        if ready.is_set() and kinds[:1] == ["ready"] and not unasked:
             self.threads.append(threading.Thread(target=self._listen, daemon=True))
             self.threads[-1].start()
             return "ready"
@@ -502,8 +530,15 @@ class Zygote:
                     self.sock.sendall(json.dumps({"op": "signal", "id": number, "signal": signum}).encode() + b"\n")
 
     def _listen(self):
-        """Read the zygote's answers: each step's end. At EOF it is gone, and so is every step still running."""
-        buffer = b""
+        """Read the zygote's answers: each step's end. At EOF it is gone, and so is every step still running.
+
+        The zygote is the worker's process: its import can write on this
+        socket too. A line the zygote's own code never writes (not JSON, wrong
+        types, a step not running) ends the zygote at once, and every later
+        step is a child of the grader's own, whose status the grader reaps
+        itself: the safer of the two ways on (the other: failing the worker).
+        """
+        buffer, trusted = b"", True
         while True:
             try:
                 data = self.sock.recv(65536)
@@ -513,12 +548,17 @@ class Zygote:
                 break
             buffer += data
             *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                answer = json.loads(line.decode("utf-8"))
+            if len(buffer) > ZYGOTE_LINE:  # no line of the zygote's is this long
+                lines, buffer = lines + [b""], b""
+            for line in lines if trusted else ():
+                answer = step_ended(line)
                 with self.lock:
-                    step = self.steps.pop(answer["id"], None)
-                if step is not None:
-                    step.end(answer["status"])
+                    step = self.steps.pop(answer[0], None) if answer else None
+                if step is None:
+                    trusted = False
+                    self.abort()
+                    break
+                step.end(answer[1])
         with self.lock:
             self.state = "gone"
             lost, self.steps = list(self.steps.values()), {}
@@ -552,6 +592,21 @@ class Zygote:
 
     def output(self):
         return self.child.output() if self.child is not None else {"printed": 0, "dropped": 0}
+
+
+ZYGOTE_LINE = 4096  # bytes of one line of the zygote's ({"op": "ended", "id": N, "status": S}: under 100)
+
+
+def step_ended(line):
+    """(id, status) from a line the zygote writes, {"op": "ended", "id": int, "status": int}; None from any other."""
+    try:
+        answer = json.loads(line.decode("utf-8"))
+    except Exception:  # noqa: B902 (ValueError, RecursionError: what a worker wrote, not the zygote)
+        return None
+    if not (isinstance(answer, dict) and answer.get("op") == "ended" and type(answer.get("id")) is int
+            and type(answer.get("status")) is int):
+        return None
+    return answer["id"], answer["status"]
 
 
 class Step:
@@ -694,8 +749,8 @@ class SinkProcess:
         reason = next((line for line in lines if line.get("kind") in ("verdict", "error", "limit")), None)
         if reason and reason["kind"] == "verdict":
             raise Fail(reason["expected"], msg("sink.said", observed=reason["observed"]))
-        if reason and reason["kind"] == "limit":
-            raise Fail(msg("sink.starts"), msg("limit.memory", what=msg("who.sink"), mib=self.limits.memory_mib))
+        if reason and reason["kind"] == "limit":  # memory, or a protocol flood (capture.Lines)
+            raise Fail(msg("sink.starts"), Run(msg("who.sink"), None, [reason], "", limits=self.limits).limit())
         if reason:
             raise Fail(msg("sink.starts"), msg("sink.raised", error=reason["message"]))
         status = self.child.status if self.child.ended.is_set() else None

@@ -8,15 +8,22 @@ inside one ends the step at once (the worker cannot catch it) and is the
 verdict. Nothing the step says is trusted beyond what its own calls return:
 the checks observe the DBs, servers and exit statuses themselves.
 """
+import math
 import os
 import queue
+import select
 
 from . import wire
+from .capture import OVER
 from .wire import CONTRACT
 from .common import Fail, msg
 
 MAX_NESTING = 40  # callbacks within calls within callbacks: deeper is the worker's loop, refused
 WAIT = 0.05  # seconds between two looks at whether the step is still there
+FEED_MAX = 4  # answers and callbacks waiting to be read: the step sends one and waits, so more is a flood
+SAID_MAX = 20  # lines of the step's own (verdict, error, limit) kept for the report
+SAID_BYTES = 16 * 1024  # of each, as JSON: the step's own are under 8 KiB; a larger one is dropped unkept
+LISTED = {"mro": 20, "events": 100, "ports": 100, "kit": 200}  # items of a list from the step that are read
 
 
 class StepEnded(BaseException):
@@ -43,15 +50,14 @@ class RemoteError(Exception):
     """An exception a worker's call raised, as its step described it: its class name, MRO, message."""
 
     def __init__(self, fields):
-        mro = fields.get("mro")
         self.type = text(fields.get("type", "?"))
-        self.mro = [text(c) for c in mro] if isinstance(mro, list) else [self.type]
+        self.mro = names(fields.get("mro"), self.type)
         self.message = text(fields.get("message", self.type))
         self.text = text(fields.get("text", ""), 4096)
-        self.function = fields.get("function") if fields.get("function") in CONTRACT else None
+        self.function = contract_name(fields.get("function"))
         self.call = text(fields["call"], 200) if self.function and isinstance(fields.get("call"), str) else None
         self.frames = frames_of(fields.get("frames"))
-        self.handle = fields.get("handle") if isinstance(fields.get("handle"), int) else None
+        self.handle = fields.get("handle") if type(fields.get("handle")) is int else None
         super().__init__(self.text)
 
     def __str__(self):
@@ -63,9 +69,9 @@ class Handle:
 
     def __init__(self, session, fields):
         self._session = session
-        self._number = fields.get("$h") if isinstance(fields.get("$h"), int) else -1
+        self._number = fields.get("$h") if type(fields.get("$h")) is int else -1
         self.type_name = text(fields.get("type", "?"))
-        self.mro = [text(c) for c in fields["mro"]] if isinstance(fields.get("mro"), list) else [self.type_name]
+        self.mro = names(fields.get("mro"), self.type_name)
         self.shown = text(fields.get("repr", "?"))
         self.is_connection = fields.get("connection") is True
 
@@ -88,7 +94,7 @@ class Remote:
         self._session = session
 
     def __getattr__(self, name):
-        if name not in CONTRACT:
+        if contract_name(name) is None:
             raise AttributeError(name)
         return lambda *args, **kwargs: self._session.call("call", args, kwargs, fn=name)
 
@@ -100,8 +106,8 @@ class Remote:
         answer = self._session.call("guarded", args, kwargs, fn=name, mode=mode)
         if not (isinstance(answer, list) and len(answer) == 5 and isinstance(answer[3], list) and isinstance(answer[4], list)):
             return RemoteError({"type": "?", "message": "an answer that is not the grader's"}), None, [], []
-        events = [text(e) for e in answer[3]]
-        ports = [p if isinstance(p, int) and not isinstance(p, bool) else text(p) for p in answer[4]]
+        events = [text(e) for e in answer[3][:LISTED["events"]]]
+        ports = [p if type(p) is int else text(p) for p in answer[4][:LISTED["ports"]]]
         if answer[0] == "raised":
             fields = answer[2] if isinstance(answer[2], dict) else {}
             error = self._session.error(fields, name)
@@ -111,9 +117,17 @@ class Remote:
         return None, answer[1], events, ports
 
     def best_time(self, name, rounds, *args):
-        """The fastest of `rounds` calls of `name`, timed in the step (no socket round trip in it)."""
+        """The fastest of `rounds` calls of `name`, timed in the step (no socket round trip in it).
+
+        Measured in the worker's own process, with the clock the step took
+        before the worker's import: a worker can still lie about it from
+        there, so it is trusted as far as a time can be: a float above 0 and
+        finite, else a RemoteError (the worker's failed check, never a pass).
+        """
         seconds = self._session.call("best_time", args, {}, fn=name, rounds=rounds)
-        return seconds if isinstance(seconds, float) else float("inf")
+        if not (type(seconds) is float and 0 < seconds < math.inf):
+            raise RemoteError({"type": "?", "message": "the step timed %s as %s, not a time" % (name, text(seconds))})
+        return seconds
 
     def returned_an_argument(self):
         """Whether the last call gave back one of the objects it was given, not a new one."""
@@ -127,7 +141,7 @@ class Remote:
 
     def kit_modules(self):
         found = self._session.request("kit")
-        return [text(name) for name in found] if isinstance(found, list) else []
+        return [text(name) for name in found[:LISTED["kit"]]] if isinstance(found, list) else []
 
 
 class Session:
@@ -137,7 +151,9 @@ class Session:
         self.feed = queue.Queue()
         self.callbacks, self.tokens = {}, {}
         self.fail = None  # the first Fail a callback raised: the verdict
-        self.said = []  # the step's own lines that are no answer (its import failed, say)
+        self.said = []  # the step's own lines that are no answer (its import failed, say): at most SAID_MAX
+        self.crashed = None  # the exit status the grader gave the step when it ended it (a Crash, a Fail)
+        self.kill = lambda: None  # ends the step now (Grader.run sets it): a crash is the grader's act, not asked
         self.number = self.depth = 0
         self.same = False  # whether the last call returned one of its own arguments (the same object)
         self.running = []  # the contract functions running now, outermost first (None: a callback of the grader's)
@@ -147,9 +163,29 @@ class Session:
 
     def attach(self, fd, reader):
         self.fd, self.reader = fd, reader
+        if hasattr(os, "set_blocking"):  # POSIX (a step's protocol is a socket pair there); see send
+            os.set_blocking(fd, False)  # the reading thread reads only what select found there
 
     def on_line(self, line):
-        self.feed.put(line)
+        """A line of the step's (called by its reading thread): answers queued for `wait`, its own lines kept, within bounds.
+
+        Never blocks, so that the reading thread keeps the step's deadline.
+        The step sends one answer or callback and waits: more than FEED_MAX
+        unread is a flood, and ends the step as a limit, as capture.Lines does.
+        """
+        kind = line.get("kind")
+        if kind in ("reply", "callback"):
+            if self.feed.qsize() < FEED_MAX:
+                self.feed.put(line)
+                return
+            line = dict(OVER)
+        if kind in ("verdict", "error", "limit") or line == OVER:
+            if line == OVER:
+                self.kill()
+                if OVER not in self.said:
+                    self.said.append(dict(OVER))  # kept whatever the count: the step's verdict
+            elif len(self.said) < SAID_MAX and len(wire.dumps(line)) <= SAID_BYTES:
+                self.said.append(line)
 
     # Values.
     def keep(self, value):
@@ -172,12 +208,22 @@ class Session:
 
     # The conversation.
     def send(self, message):
-        data = (wire.dumps(message) + "\n").encode("utf-8")
-        try:
-            while data:
+        """Write `message` to the step; StepEnded once it is gone.
+
+        The socket is non-blocking (attach): a step that reads nothing never
+        holds the grader here for more than WAIT at a time; while its reading
+        thread lives it ends the step at its deadline, and then this write fails.
+        """
+        data = memoryview((wire.dumps(message) + "\n").encode("utf-8"))
+        while data:
+            try:
                 data = data[os.write(self.fd, data):]
-        except OSError:
-            raise self.ended()
+            except BlockingIOError:
+                if not self.reader.is_alive():
+                    raise self.ended()
+                select.select([], [self.fd], [], WAIT)
+            except OSError:
+                raise self.ended()
 
     def wait(self):
         while True:
@@ -192,7 +238,7 @@ class Session:
 
     def call(self, op, args, kwargs, **fields):
         """A request whose dict and list arguments come back as the step left them (a call may change them)."""
-        self.running.append(fields.get("fn") if fields.get("fn") in CONTRACT else None)
+        self.running.append(contract_name(fields.get("fn")))
         try:
             answer = self.request(op, args=[self.encode(a) for a in args],
                                   kwargs={k: self.encode(v) for k, v in kwargs.items()}, **fields)
@@ -212,13 +258,11 @@ class Session:
         while True:
             line = self.wait()
             kind = line.get("kind")
-            if kind == "reply" and line.get("id") == number:
+            if kind == "reply" and type(line.get("id")) is int and line["id"] == number:
                 self.answered = True
                 break
             if kind == "callback":
                 self.run_callback(line)
-            elif kind in ("verdict", "error", "limit"):
-                self.said.append(line)
         if "limit" in line:
             self.said.append({"kind": "limit", "limit": "memory"})
             raise self.ended()
@@ -233,19 +277,26 @@ class Session:
 
     def error(self, fields, function):
         token = fields.get("token")
-        if isinstance(token, int) and token in self.tokens:
+        if type(token) is int and token in self.tokens:
             return self.tokens[token]  # the grader's own exception, passed through the worker's code
-        if fields.get("signature") is True and function in CONTRACT:
+        function = contract_name(function)
+        if fields.get("signature") is True and function is not None:
             return Fail(msg("impl.signature", signature=CONTRACT[function]),
                         msg("impl.signature-error", function=function, error=text(fields.get("text", ""))))
         return RemoteError(fields)
 
     def run_callback(self, line):
-        function = self.callbacks.get(line.get("of"))
+        """Run the grader's callback the step asked for; answer it, or end the step (a Crash, a Fail).
+
+        A Crash or a Fail ends the step here, by the grader's own hand: a
+        worker's process asked to exit could undo what it did first.
+        """
+        of, number = line.get("of"), line.get("id")
+        function = self.callbacks.get(of) if type(of) is int else None
         args = [self.decode(a) for a in line.get("args", [])] if isinstance(line.get("args"), list) else []
         kwargs = line.get("kwargs") if isinstance(line.get("kwargs"), dict) else {}
         kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
-        reply = {"op": "reply", "id": line.get("id")}
+        reply = {"op": "reply", "id": number if type(number) is int else None}
         self.depth += 1
         self.running.append(None)
         try:
@@ -253,10 +304,10 @@ class Session:
                 raise RuntimeError("no such callback, or callbacks nested past %d" % MAX_NESTING)
             reply["value"] = self.encode(function(*args, **kwargs))
         except Crash as crash:
-            reply["exit"] = crash.status
+            self.crashed = crash.status
         except Fail as fail:
             self.fail = self.fail or fail
-            reply["exit"] = 1  # the verdict is made: the worker's process ends now, before it can hide the cause
+            self.crashed = 1  # the verdict is made: the step ends now, before it can hide the cause
         except RemoteError as exc:
             reply["raise"] = {"$r": exc.handle} if exc.handle is not None else {
                 "type": "RuntimeError", "message": exc.message, "token": 0}
@@ -267,8 +318,20 @@ class Session:
         finally:
             self.depth -= 1
             self.running.pop()
-        reply["args_after"] = [self.encode(a) if not isinstance(a, Handle) else None for a in args]
+        if self.crashed is not None:
+            self.kill()
+            raise self.ended()
+        reply["args_after"] = [self.after(a) for a in args]
         self.send(reply)
+
+    def after(self, arg):
+        """What a callback's argument became, for the step to write back; None if it cannot cross (a 20 KiB str)."""
+        if isinstance(arg, Handle):
+            return None
+        try:
+            return self.encode(arg)
+        except TypeError:
+            return None
 
     def ended(self):
         """StepEnded, the contract functions that were running when the step was first found gone kept for now_running."""
@@ -292,6 +355,16 @@ class Session:
             self.send({"op": "exit", "status": status if isinstance(status, int) else 1})
         except StepEnded:
             pass
+
+
+def contract_name(value):
+    """`value` if it names a contract function, else None (a list or a dict from the step is no name)."""
+    return value if isinstance(value, str) and value in CONTRACT else None
+
+
+def names(value, default):
+    """The class names of an MRO as the step gave them: at most LISTED["mro"] of them, each cut; [default] if none."""
+    return [text(c) for c in value[:LISTED["mro"]]] if isinstance(value, list) else [default]
 
 
 def fields_of(exc):

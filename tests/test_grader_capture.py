@@ -37,5 +37,42 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(bytes(lines.partial), b"")
 
 
+class LinesBoundTest(unittest.TestCase):
+    """The grader is bounded by what it reads of a step's protocol, whether it keeps the lines or not."""
+
+    def line(self, **fields):
+        return (MARK + json.dumps(fields)).encode() + b"\n"
+
+    def test_past_its_budget_a_stream_that_keeps_nothing_is_over_once_and_read_no_more(self):
+        seen = []
+        lines = capture.Lines(on_line=seen.append)
+        lines.keep = False  # a step's answers: each goes to on_line only
+        big = self.line(kind="error", message="x" * (capture.LINE_MAX - 100))
+        for _ in range(capture.LINES_BUDGET // len(big) + 5):
+            lines.add(big)
+        self.assertEqual(seen.count(capture.OVER), 1)
+        self.assertLessEqual(len(seen), capture.LINES_BUDGET // len(big) + 1)
+        self.assertTrue(lines.over)
+        self.assertEqual(lines.lines, [])
+        lines.add(self.line(kind="reply", id=1))
+        self.assertNotIn({"kind": "reply", "id": 1}, seen)
+
+    def test_a_line_longer_than_any_of_the_grader_s_is_a_flood_even_in_one_piece(self):
+        seen = []
+        lines = capture.Lines(on_line=seen.append)
+        lines.add(self.line(kind="error", message="x" * capture.LINE_MAX))
+        self.assertEqual(seen, [capture.OVER])
+        self.assertEqual(lines.lines, [capture.OVER])  # kept: the Run of that child names the limit
+
+    def test_a_line_nested_past_the_recursion_limit_or_with_a_huge_int_is_dropped_and_reading_goes_on(self):
+        seen = []
+        lines = capture.Lines(on_line=seen.append)
+        lines.add(MARK.encode() + b"[" * 100000 + b"\n")
+        lines.add(MARK.encode() + b'{"kind": "reply", "id": ' + b"9" * 5000 + b"}\n")
+        lines.add(self.line(kind="reply", id=2))
+        self.assertEqual(seen, [{"kind": "reply", "id": 2}])
+        self.assertFalse(lines.over)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -96,8 +96,6 @@ TESTED_ELSEWHERE = {
                          "each mutant"),
     "grader/drivers.py": (("test_grade", "test_grade_mutants_1"), "the scenarios' steps, run on the kit and on "
                           "each mutant"),
-    "grader/remote.py": (("test_grade", "test_judge_hostile"), "the deciding side's calls, under every check and "
-                         "against forged answers"),
     "grader/wire.py": (("test_grade", "test_judge_hostile"), "values across the two sides, under every check"),
     "grader/own_work.py": (("test_judge_hostile",), "the own-work check, on the hostile workers"),
     "grader/worker_side/__init__.py": (("test_grade",), "the worker's side, a docstring"),
