@@ -23,6 +23,9 @@ import threading
 
 from .server import WithholdAnswer
 
+# Bound at import, before a graded worker's code runs in this process: a worker that rebinds os._exit
+# cannot survive the crash a fault is (it can still reach this module; the grader says so, docs/audit.md).
+_exit = os._exit
 CRASH_EXIT = 74  # EX_IOERR in sysexits.h; documented in `python -m sink serve --help`
 
 DROP_AFTER_COMMIT = "drop-after-commit"
@@ -98,7 +101,7 @@ class FaultyReceive:
     def _crash_before_commit(self, con, event):
         def trace(statement):
             if _is_commit(statement):
-                os._exit(CRASH_EXIT)  # audit: G35
+                _exit(CRASH_EXIT)  # audit: G35
 
         # SQLite calls `trace` as each statement starts, i.e. before COMMIT takes effect.
         con.set_trace_callback(trace)
@@ -114,7 +117,7 @@ class FaultyReceive:
         finally:
             # No statement came after the commit (or none committed at all):
             # whatever receive wrote is as durable as it will ever be, so end here.
-            os._exit(CRASH_EXIT)  # audit: G35
+            _exit(CRASH_EXIT)  # audit: G35
 
 
 def exit_after_first_commit(con, status):
@@ -130,7 +133,7 @@ def exit_after_first_commit(con, status):
 
     def trace(statement):
         if committed:
-            os._exit(status)  # audit: G35
+            _exit(status)  # audit: G35
         if _is_commit(statement):
             committed.append(statement)
 
