@@ -123,7 +123,7 @@ class PoisonHeadTest(RelayTestCase):
         self.assertEqual(len(history), 1, after.stdout)
         for words in ("quarantined at seq 1", "sink applied qty 5; source says 7", "requeued on", "as seq 5",
                       'corrected from {"id":"crate-9","qty":7,"sku":"crate"} to {"id":"crate-9","qty":5,'
-                      '"sku":"crate"}', "overtaken by 3 sent item(s) (seq 2, 3, 4)"):
+                      '"sku":"crate"}', "overtaken by 3 sent item(s): box-0 (seq 2), box-1 (seq 3), box-2 (seq 4)"):
             self.assertIn(words, history[0])
         self.assertIn("outbox row (source):  absent", after.stdout)
 
