@@ -278,5 +278,26 @@ class OvertakersShownTest(TempDirTestCase):
         self.assertIn("(again)", history[2])
 
 
+class DurationFlagsTest(TempDirTestCase):
+    """Issue 29, item 10: a duration error names the flag and only the rule true of it; too long is refused."""
+
+    def test_each_flag_says_its_own_rule(self):
+        db = self.path("source.db")
+        init_store(db).close()
+        for args, flag in ((("relay", "--db", db, "--url", "http://127.0.0.1:9/events", "--give-up-after"),
+                            "--give-up-after"),
+                           (("status", "--db", db, "--max-age"), "-c/--max-age"),
+                           (("purge", "--db", db, "--sent-before"), "--sent-before")):
+            for value in ("1w", "3651d", "9" * 5000 + "s"):
+                result = outbox(*(args + (value,)))
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+                self.assertIn("argument %s: duration must be a whole number followed by s, m, h or d" % flag,
+                              result.stderr)
+                self.assertIn("at most 3650d", result.stderr)
+                self.assertLess(len(result.stderr), 400)  # the 5000 digits are quoted cut short
+                self.assertEqual("0s means every sent row" in result.stderr, flag == "--sent-before", result.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

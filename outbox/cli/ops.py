@@ -19,7 +19,7 @@ from ..export import nagios, prometheus, timestamps
 from .. import __version__
 from ..core import store, upgrade
 from .args import UsageError, count_arg, positive_int, timeout_arg
-from .opargs import duration_arg, reason_arg
+from .opargs import duration_arg, reason_arg, sent_before_arg
 from ..core.errors import OutboxError
 from ..core.event import loads_strict
 
@@ -87,8 +87,8 @@ def add_commands(command):
                     "pending or quarantined row, never an order row, never the operator's history"
                     % retention.PURGE_BATCH)
     purge.add_argument("--db", required=True, help="existing source DB")
-    purge.add_argument("--sent-before", required=True, metavar="DURATION", type=duration_arg,
-                       help=retention.DURATION_RULE.replace("%", "%%"))
+    purge.add_argument("--sent-before", required=True, metavar="DURATION", type=sent_before_arg,
+                       help=retention.PURGE_RULE.replace("%", "%%"))
 
     upgrade = command("upgrade", run_upgrade, "upgrade an existing source DB to this release's schema, in place, "
                       "in one transaction")
