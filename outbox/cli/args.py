@@ -9,7 +9,9 @@ alike. It imports no operator code (outbox.ops): `python -m sink` loads this
 module, and the types that read operator rules are outbox.cli.opargs.
 """
 import argparse
+import os
 import re
+import sys
 
 from ..core import db, store
 from ..core.sender import check_timeout, check_url, loopback_host
@@ -34,6 +36,29 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         # One line, not the usage block: --help is there for the rest.
         self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.name, message))  # audit: G36
+
+
+def run_for_a_reader(run, args):
+    """`run(args)` for a command that only reads and prints, its stdout flushed; status 0 if the reader left.
+
+    A reader that closes the pipe early (`sink show | head`) has what it
+    wanted: no "Broken pipe" line and no exit status 1 for that. stdout is
+    pointed at os.devnull, so the interpreter's last flush at exit has
+    nothing to report. Only for commands whose one pipe is stdout (they
+    open DB files, no socket): a server or the relay must not take a
+    BrokenPipeError for a reader that left.
+    """
+    try:
+        status = run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+        return 0
+    return status
 
 
 class UsageError(Exception):

@@ -19,7 +19,7 @@ from ..ops import attempts, operations
 from . import ops as cli_ops
 from .. import batch as intake_batch
 from ..core import store
-from .args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
+from .args import Parser, UsageError, add_durability_flag, limit_arg, run_for_a_reader, timeout_arg, url_arg
 from ..core.dispatch import dispatch
 from ..core.errors import OutboxError
 from ..core.event import loads_strict, validate_event
@@ -33,6 +33,9 @@ EXIT_ALERT = 3
 EXIT_INTERRUPTED = 130
 INTAKE_BATCH = 500  # events per transaction of `intake --file`: one fsync each, a bounded write transaction
 MAX_LINE = 65536  # bytes of one line of `intake --file`; an event is well under 200
+# Commands that only read a DB and print to stdout: a reader that closes the pipe early (`| head`) ends
+# them quietly with status 0 (outbox.cli.args.run_for_a_reader).
+READ_AND_PRINT = frozenset(("pending", "status", "evidence", "quarantined"))
 EXIT_STATUSES = (
     "exit status: 0 done; 1 refused (an invalid event, an unusable DB, a failed delivery, an unknown or "
     "wrong-state id); 2 bad arguments; 3 relay alert (the sink refused the head item --max-attempts times, or "
@@ -194,6 +197,8 @@ def main(argv=None):
         return _plugin(parser, argv)
     args = parser.parse_args(argv)
     try:
+        if args.command in READ_AND_PRINT:
+            return run_for_a_reader(args.run, args) or EXIT_OK
         return args.run(args) or EXIT_OK
     except UsageError as exc:
         parser.error(str(exc))
