@@ -19,7 +19,8 @@ from ..ops import attempts, operations
 from . import ops as cli_ops
 from .. import batch as intake_batch
 from ..core import store
-from .args import Parser, UsageError, add_durability_flag, limit_arg, run_for_a_reader, timeout_arg, url_arg
+from .args import (Parser, UsageError, add_durability_flag, limit_arg, qty_arg, run_for_a_reader, timeout_arg,
+                   url_arg)
 from ..core.dispatch import dispatch
 from ..core.errors import OutboxError
 from ..core.event import loads_strict, validate_event
@@ -63,7 +64,7 @@ def build_parser():
     take.add_argument("--db", required=True, help="source DB (created if missing)")
     take.add_argument("--id", help="event id, e.g. snack-7")
     take.add_argument("--sku", help="stock-keeping unit, e.g. snack")
-    take.add_argument("--qty", type=int, help="quantity, 1-1000000")
+    take.add_argument("--qty", type=qty_arg, help="quantity, 1-1000000")
     take.add_argument("--file", metavar="PATH", help="JSON lines, one event each ({\"id\", \"sku\", \"qty\"}), - for "
                       "stdin, instead of --id, --sku and --qty: a batch with an invalid line takes in nothing, "
                       "every invalid line of it is named, and the intake stops there; the same file run again "
