@@ -164,7 +164,7 @@ def render_relay(tally, *, started=None, written=None):
     lines += prometheus.family(
         "outbox_relay_failures_total", "counter", "Failed sends by kind (transient: no-answer, server-error; "
         "the rest count toward --max-attempts), since it started.",
-        [({"kind": kind}, tally.failures.get(kind, 0)) for kind in sorted(failures.TRANSIENT | failures.PERMANENT)])
+        [({"kind": kind}, tally.failures.get(kind, 0)) for kind in sorted(failures.COUNTED)])
     lines += prometheus.family(
         "outbox_relay_last_success_timestamp_seconds", "gauge", "Unix time of the relay's last round without a "
         "failure (absent before the first).", [({}, tally.last_success)])
