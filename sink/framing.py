@@ -257,6 +257,10 @@ class Reader:
                 "wrong-method", "method %s is not allowed on %s; use %s" % (head.method, head.target, allowed),
                 allow=allowed,
             )
+        if head.method != "POST" and (head.get_all("Transfer-Encoding") or any(
+                value.strip().strip("0") for value in head.get_all("Content-Length"))):
+            # Read as no body, its bytes would be the next request on a kept connection: refused, not ignored.
+            raise Refused("invalid", "a %s request has no body" % head.method)  # audit: G27
         if head.method == "POST":
             self._length = body_length(head)
             check_json_type(head)

@@ -31,9 +31,14 @@ One request per connection, with one exception: an HTTP/1.1 request that
 asks for ``Connection: keep-alive`` (the kit's relay does), framed exactly and
 answered 200, gets ``HTTP/1.1 ... Connection: keep-alive`` and its connection
 goes back to the reader with a fresh framing.Reader, as a new client would:
-the same deadline, the same cap (an idle kept connection is the first closed
-to make room), nothing carried over from the last request. Every other
-answer says ``Connection: close``.
+the same deadline, the same cap, nothing carried over from the last request.
+At most KEPT_REQUESTS requests ride one connection: the last one's answer
+says ``Connection: close``, so a client that keeps asking cannot hold a slot
+for ever (each answer's fresh deadline bounds the idle time, this the life).
+An idle kept connection waits in line for room like any other: it goes to
+the back of the line when it is read again, and the line's front (the one
+that has waited longest) is closed first. Every other answer says
+``Connection: close``.
 """
 
 import collections
@@ -71,6 +76,7 @@ ALLOWED = {EVENTS_PATH: "POST", HEALTH_PATH: "GET", METRICS_PATH: "GET"}  # audi
 ROUTES_TEXT = framing.routes_text(ALLOWED)  # "POST /events, GET /health and GET /metrics"
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 64
+KEPT_REQUESTS = 1000  # requests one kept-alive connection may carry; its last answer says close
 # The listen backlog: at least the cap, and the system's own maximum where that is larger (the kernel
 # clamps it to its limit, net.core.somaxconn on Linux). A fixed 128 made complete requests above the cap
 # meet the 1 s SYN retransmit when a burst overflowed it.
@@ -221,14 +227,14 @@ def _log_to(log, line):
 class _Client:
     """A connection the reader holds: its socket, its framing.Reader, and whether it is gone from the reader."""
 
-    __slots__ = ("sock", "address", "reader", "gone", "kept")
+    __slots__ = ("sock", "address", "reader", "gone", "served")
 
-    def __init__(self, sock, address, reader, kept=False):
+    def __init__(self, sock, address, reader, served=0):
         self.sock = sock
         self.address = address
         self.reader = reader
         self.gone = False  # closed, or handed to a worker: a selector key that still names it is skipped
-        self.kept = kept  # True once the connection has carried an answered request (keep-alive)
+        self.served = served  # requests this connection carried and had answered before this one (keep-alive)
 
 
 class _Opened:
@@ -249,14 +255,15 @@ class _Sending:
     is read while an answer is still going out).
     """
 
-    __slots__ = ("sock", "address", "rest", "deadline", "keep", "line", "gone")
+    __slots__ = ("sock", "address", "rest", "deadline", "keep", "served", "line", "gone")
 
-    def __init__(self, sock, address, rest, deadline, *, keep):
+    def __init__(self, sock, address, rest, deadline, *, keep, served):
         self.sock = sock
         self.address = address
         self.rest = rest  # a memoryview of what is left to write
         self.deadline = deadline
         self.keep = keep
+        self.served = served  # requests the connection has carried, this one included
         self.line = None  # the request's log line, written once this ends
         self.gone = False
 
@@ -268,6 +275,7 @@ class SinkServer:
         self.socket = listener
         self.server_address = listener.getsockname()
         self.request_timeout = timeout
+        self.kept_requests = KEPT_REQUESTS
         self.max_connections = max_connections
         # A burst of connections waits in the backlog, not refused (see MIN_LISTEN_BACKLOG).
         self.request_queue_size = max(max_connections, MIN_LISTEN_BACKLOG)
@@ -550,20 +558,23 @@ class SinkServer:
         """Read again, as new clients, the connections the workers kept (keep-alive); close them once stopping."""
         while True:
             try:
-                sock, address = self._kept.get_nowait()
+                sock, address, served = self._kept.get_nowait()
             except queue.Empty:
                 return
-            self._read_again(sock, address)
+            self._read_again(sock, address, served)
 
-    def _read_again(self, sock, address):
-        """A kept connection whose answer is written whole: out of hand, and read as a new client (closed once stopping)."""
+    def _read_again(self, sock, address, served):
+        """A kept connection whose answer is written whole: out of hand, and read as a new client (closed once stopping).
+
+        `served`: the requests it has carried so far (under self.kept_requests).
+        """
         with self._lock:
             self._in_hand.discard(sock)
         if self._stop_requested or self._closed:
             sock.close()
             return
         reader = framing.Reader(ALLOWED, time.monotonic() + self.request_timeout, self.request_timeout)
-        client = _Client(sock, address, reader, kept=True)
+        client = _Client(sock, address, reader, served=served)
         self._waiting[client] = None
         self._for_client(client, self._register)
 
@@ -703,13 +714,13 @@ class SinkServer:
         else:
             self.log_line(line)  # audit: G34
         if kept:
-            self._read_again(sending.sock, sending.address)
+            self._read_again(sending.sock, sending.address, sending.served)
 
     def _settle(self, client, outcome):
         """Act on a final outcome of `client`'s Reader: close it unanswered, or hand it to the workers."""
         if isinstance(outcome, Unanswered):
             # A kept connection that sends nothing more is done, not suspect.
-            if outcome.reason is not None and not (client.kept and client.reader.received == 0):
+            if outcome.reason is not None and not (client.served and client.reader.received == 0):
                 self.log_repeated("expired", "%s - closed: %s" % (client.address[0], outcome.reason))
             self._close(client)
         elif outcome is not NEED_MORE:
@@ -735,7 +746,10 @@ class SinkServer:
         client.gone = True
         with self._lock:
             self._in_hand.add(client.sock)
-        self._jobs.put((client.sock, client.address, client.reader.head, outcome, client.reader.may_keep()))
+        # A connection carries at most kept_requests requests: each answer's fresh deadline bounds its idle
+        # time, this bounds its life.
+        may_keep = client.reader.may_keep() and client.served + 1 < self.kept_requests  # audit: G27
+        self._jobs.put((client.sock, client.address, client.reader.head, outcome, may_keep, client.served + 1))
 
     # -- failures -------------------------------------------------------------------------------
 
@@ -778,7 +792,7 @@ class SinkServer:
             if self._reads is not None:
                 self._reads.close_mine()
 
-    def _serve(self, sock, address, head, outcome, may_keep):
+    def _serve(self, sock, address, head, outcome, may_keep, served):
         """Answer one request, close its connection (or hand a kept one back), log one line; no Exception leaves here.
 
         The answer is written without waiting: what the client does not take
@@ -805,7 +819,7 @@ class SinkServer:
             sent = _send_now(sock, data)
             if sent < len(data):
                 handed = _Sending(sock, address, memoryview(data)[sent:], time.monotonic() + self.request_timeout,
-                                  keep=keep)
+                                  keep=keep, served=served)
         except WithholdAnswer as withheld:
             keep = False
             note = "no answer: %s" % withheld
@@ -820,7 +834,7 @@ class SinkServer:
             if handed is not None:
                 pass  # still in hand (and counted) until the reader has written the rest
             elif keep:
-                self._kept.put((sock, address))  # still in hand (and counted) until the reader takes it back
+                self._kept.put((sock, address, served))  # still in hand (and counted) until the reader takes it back
             else:
                 with self._lock:
                     self._in_hand.discard(sock)

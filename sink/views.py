@@ -34,15 +34,25 @@ def status(con):
     applied, duplicates, conflicts: counts from the deliveries log;
     last_delivery_at: the latest delivery's time as UTC ISO 8601, or None
     (last_delivery_unix: the same as seconds since the epoch); inventory:
-    {sku: qty}.
+    {sku: qty}. Every figure is read in one read transaction (unless `con`
+    is in one already), so a receipt committed meanwhile is in all of them or
+    in none: the counts and the inventory agree.
     """
-    counts = dict(con.execute("SELECT outcome, count(*) FROM deliveries GROUP BY outcome").fetchall())
-    last = con.execute("SELECT max(received_at) FROM deliveries").fetchone()[0]
+    own = not con.in_transaction
+    if own:
+        con.execute("BEGIN")
+    try:
+        counts = dict(con.execute("SELECT outcome, count(*) FROM deliveries GROUP BY outcome").fetchall())
+        last = con.execute("SELECT max(received_at) FROM deliveries").fetchone()[0]
+        stock = {sku: qty for sku, qty in inventory(con)}
+    finally:
+        if own:
+            con.execute("COMMIT")  # a read transaction: it ends, nothing is written
     return {
         "applied": counts.get(APPLIED, 0),
         "duplicates": counts.get(DUPLICATE, 0),
         "conflicts": counts.get(CONFLICT, 0),
         "last_delivery_at": None if last is None else timestamps.utc(last),
         "last_delivery_unix": last,
-        "inventory": {sku: qty for sku, qty in inventory(con)},
+        "inventory": stock,
     }

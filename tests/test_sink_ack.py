@@ -42,6 +42,20 @@ class AcknowledgeTest(TempDirTestCase):
                 ack.acknowledge(self.con, lambda con, event: result, ev("e1"))
             self.assertIn(repr(result), str(caught.exception))
 
+    def test_a_receive_that_leaves_its_transaction_open_is_no_ack_and_is_rolled_back(self):
+        def uncommitted(con, event):
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("INSERT INTO inbox (event_id, payload, digest, applied_at) VALUES (?, '{}', 'x', 0)",
+                        (event["id"],))
+            return "applied"
+
+        with self.assertRaises(ack.BadResult) as caught:
+            ack.acknowledge(self.con, uncommitted, ev("e1"), digest_of=ack.held_digest)
+        self.assertIn("transaction open", str(caught.exception))
+        self.assertFalse(self.con.in_transaction)  # no write lock held while the sink answers
+        self.assertIsNone(self.held_elsewhere("e1"))
+        self.assertEqual(ack.acknowledge(self.con, receive, ev("e1"))["result"], "applied")
+
     def test_an_exception_of_receive_propagates_unchanged_and_there_is_no_ack(self):
         receive(self.con, ev("e1", qty=1))
         with self.assertRaises(Conflict):

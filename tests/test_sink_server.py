@@ -575,6 +575,36 @@ class KeepAliveTest(ServerTestCase):
         self.assertEqual(raw.count(b"HTTP/1."), 1)  # the second is not answered: its client sends it again
         self.assertEqual(outcomes(self.db_path), ["applied"])
 
+    def test_a_kept_connection_carries_at_most_kept_requests_then_closes(self):
+        server = self.start()
+        server.kept_requests = 3  # read at every request; the default (KEPT_REQUESTS) is 1000
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=DEADLINE) as sock:
+            for n in range(3):
+                sock.sendall(kept_request(dict(EVENT, id="k%d" % n)))
+                status, headers, body = read_answer(sock)
+                self.assertEqual((headers["connection"], body["result"]), (["keep-alive"] if n < 2 else ["close"],
+                                                                           "applied"))
+            self.assertEqual(read_to_eof(sock), b"")  # the third answer was the last on this connection
+        self.assertEqual(outcomes(self.db_path), ["applied"] * 3)
+
+    def test_a_get_with_a_body_is_refused_so_its_body_is_never_read_as_a_request(self):
+        port = self.port()
+        smuggled = kept_request(dict(EVENT, id="smuggled"))
+        for header in ("Content-Length: %d" % len(smuggled), "Transfer-Encoding: chunked"):
+            with self.subTest(header), socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+                sock.sendall(request_bytes(["Connection: keep-alive", header], method="GET", target="/health"))
+                status, headers, body = read_answer(sock)
+                self.assertEqual((status, headers["connection"]), ("HTTP/1.0 400 Bad Request", ["close"]))
+                self.assertIn("a GET request has no body", body["error"] + body.get("detail", ""))
+                try:
+                    sock.sendall(smuggled)
+                except OSError:
+                    pass  # closed already: what matters is that it is never applied
+                read_to_eof(sock)
+        self.assertEqual(outcomes(self.db_path), [])
+        status, headers, _, _ = exchange(port, request_bytes(["Content-Length: 0"], method="GET", target="/health"))
+        self.assertEqual(status, 200)  # an empty body declared is no body
+
     def test_an_idle_kept_connection_ends_at_the_timeout_without_a_log_line(self):
         lines = []
         port = self.port(log=lines.append)

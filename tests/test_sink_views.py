@@ -24,6 +24,29 @@ class OpenReadonlyTest(TempDirTestCase):
         with self.assertRaises(sqlite3.DatabaseError):
             reader.execute("DELETE FROM inventory")
 
+    def test_status_reads_every_figure_from_one_snapshot(self):
+        path = self.path("sink.db")
+        writer = init_sink(path)
+        self.addCleanup(writer.close)
+        receive(writer, {"id": "e1", "sku": "apple", "qty": 3})
+        reader = views.open_readonly(path)
+        self.addCleanup(reader.close)
+        statements = []
+
+        def commit_between(sql):
+            # A receipt committed after status() read the counts and before it read the inventory.
+            statements.append(sql)
+            if "FROM inventory" in sql:
+                receive(writer, {"id": "e2", "sku": "apple", "qty": 4})
+
+        reader.set_trace_callback(commit_between)
+        figures = views.status(reader)
+        reader.set_trace_callback(None)
+        self.assertTrue(any("FROM inventory" in sql for sql in statements), statements)
+        self.assertEqual((figures["applied"], figures["inventory"]), (1, {"apple": 3}))  # e2 in none of them
+        self.assertFalse(reader.in_transaction)
+        self.assertEqual(views.status(reader)["inventory"], {"apple": 7})
+
     def test_missing_file_is_refused_and_not_created(self):
         path = self.path("missing.db")
         with self.assertRaises(WrongDatabase):

@@ -21,13 +21,16 @@ class BadResult(Exception):
 def acknowledge(con, receive, event, *, digest_of=None):
     """Call ``receive(con, event)``; return the ACK dict for its result, or raise.
 
-    The result must be exactly "applied" or "duplicate" (a str, not a
-    subclass's lookalike), else BadResult; an exception of `receive`
+    The result must be exactly "applied" or "duplicate" (a str, not a lookalike)
+    and committed (an open transaction is rolled back), else BadResult; an exception of `receive`
     propagates unchanged, and there is no ACK. With `digest_of` (held_digest
     for the kit's own store), the ACK carries the digest of the event the
     inbox holds for that id, read after the receipt.
     """
     result = receive(con, event)
+    if con.in_transaction:  # a foreign receive that did not commit: no ACK before a COMMIT, and no lock held
+        con.rollback()
+        raise BadResult("receive returned with its transaction open; it was rolled back and nothing is ACKed")
     if not isinstance(result, str) or result not in RESULTS:  # audit: G26
         raise BadResult("receive returned %r, not one of %s" % (result, ", ".join(RESULTS)))
     ack = {"ack": True, "id": event["id"], "result": result}  # audit: G26
