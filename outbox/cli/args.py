@@ -17,6 +17,7 @@ from ..core import db, event, store
 from ..core.sender import check_timeout, check_url, loopback_host
 
 EXIT_USAGE = 2
+MAX_INT_DIGITS = 100  # digits of an integer the command line makes an int of (a qty needs 7)
 # A number as typed on a command line: ASCII digits, at most 9 of them (int()
 # and float() would also take "٣", " 5", "1_0", "1e3" or "nan").
 _INT = re.compile("[0-9]{1,9}")
@@ -95,6 +96,24 @@ def limit_arg(text):
     return value
 
 
+class LongNumber(str):
+    """A JSON integer of more than MAX_INT_DIGITS digits, as json_int reads it: its digits, never made an int.
+
+    So validate_event refuses a 5000-digit qty like any value that is not an
+    int, naming the field ("qty must be an int from 1 to 1000000, got a
+    number of 5000 digits (LongNumber)"), the same on every Python: int()
+    past 4300 digits raises with advice about sys.set_int_max_str_digits.
+    """
+
+    def __repr__(self):
+        return "a number of %d digits" % len(self.lstrip("-"))
+
+
+def json_int(text):
+    """`parse_int` for loads_strict where the command line reads an event (intake --file, requeue --event)."""
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else LongNumber(text)
+
+
 def qty_arg(text):
     """intake --qty: an integer in ASCII digits, made an int only if short; the event rule judges its range.
 
@@ -102,7 +121,7 @@ def qty_arg(text):
     Python (int() would answer with advice about sys.set_int_max_str_digits,
     or spend the time where there is no such limit).
     """
-    if _WHOLE.fullmatch(text) and len(text.lstrip("-")) <= event.MAX_INT_DIGITS:
+    if _WHOLE.fullmatch(text) and len(text.lstrip("-")) <= MAX_INT_DIGITS:
         return int(text)
     got = ("a number of %d digits" % len(text.lstrip("-"))) if _WHOLE.fullmatch(text) else event.clip(text)
     raise argparse.ArgumentTypeError("qty must be an int from %d to %d, got %s" % (event.QTY_MIN, event.QTY_MAX, got))

@@ -19,8 +19,8 @@ from ..ops import attempts, operations
 from . import ops as cli_ops
 from .. import batch as intake_batch
 from ..core import store
-from .args import (Parser, UsageError, add_durability_flag, limit_arg, qty_arg, run_for_a_reader, timeout_arg,
-                   url_arg)
+from .args import (Parser, UsageError, add_durability_flag, json_int, limit_arg, qty_arg, run_for_a_reader,
+                   timeout_arg, url_arg)
 from ..core.dispatch import dispatch
 from ..core.errors import OutboxError
 from ..core.event import loads_strict, validate_event
@@ -159,7 +159,7 @@ def _read_batch(lines):
             if len(raw) > MAX_LINE:
                 raise ValueError("longer than %d bytes" % MAX_LINE)
             try:
-                value = loads_strict(raw)
+                value = loads_strict(raw, parse_int=json_int)
             except ValueError as exc:  # bad UTF-8 too
                 raise ValueError("not valid JSON: %s" % exc) from None
             batch.append((number, validate_event(value)))

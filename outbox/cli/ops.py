@@ -18,7 +18,7 @@ from ..ops import evidence, operations, relay, retention, sinklook
 from ..export import nagios, prometheus, timestamps
 from .. import __version__
 from ..core import store, upgrade
-from .args import UsageError, count_arg, positive_int, timeout_arg
+from .args import UsageError, count_arg, json_int, positive_int, timeout_arg
 from .opargs import duration_arg, reason_arg, sent_before_arg
 from ..core.errors import OutboxError
 from ..core.event import loads_strict
@@ -222,7 +222,7 @@ def run_requeue(args):
     event = None
     if args.event is not None:
         try:
-            event = loads_strict(args.event.encode("utf-8", "surrogateescape"))
+            event = loads_strict(args.event.encode("utf-8", "surrogateescape"), parse_int=json_int)
         except (ValueError, RecursionError) as exc:
             raise ValueError("--event must be one JSON object: %s" % _short(exc)) from None
     with contextlib.closing(_open_existing(args.db)) as con:

@@ -76,41 +76,14 @@ def payload_digest(payload):
     return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
 
-MAX_INT_DIGITS = 100  # digits of a JSON integer that loads_strict makes an int; a qty needs 7
-
-
-class LongNumber:
-    """A JSON integer of more than MAX_INT_DIGITS digits, as loads_strict reads it: never made an int.
-
-    So a 5000-digit qty is refused by validate_event like any value that is
-    not an int, naming the field ("qty must be an int from 1 to 1000000, got
-    a number of 5000 digits (LongNumber)"), the same on every Python: int()
-    past 4300 digits raises with advice about sys.set_int_max_str_digits, or
-    on a Python without that limit spends the time.
-    """
-
-    __slots__ = ("digits",)
-
-    def __init__(self, digits):
-        self.digits = digits
-
-    def __repr__(self):
-        return "a number of %d digits" % self.digits
-
-
-def loads_strict(data):
+def loads_strict(data, parse_int=int):
     """Parse UTF-8 JSON bytes; an object with a repeated key raises ValueError.
 
     The one way both sides read JSON off the wire: plain json.loads keeps the
     last of two "id" keys, so two readers of one body could disagree on it.
-    An integer of more than MAX_INT_DIGITS digits becomes a LongNumber.
+    `parse_int` as for json.loads (outbox.cli.args.json_int keeps 5000 digits from int()).
     """
-    return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_int=_bounded_int)
-
-
-def _bounded_int(text):
-    digits = len(text) - text.startswith("-")
-    return int(text) if digits <= MAX_INT_DIGITS else LongNumber(digits)
+    return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_int=parse_int)
 
 
 def _unique_keys(pairs):

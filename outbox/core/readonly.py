@@ -8,19 +8,14 @@ here. Nothing here writes: ``mode=ro``, and ``query_only`` on top. (The
 grader observes a worker's DB with a reader of its own, grader.common.)
 """
 import os
-import shlex
 import sqlite3
 import urllib.parse
 
 from . import db
 from .errors import OutboxError, WrongDatabase
 
-# What rebuilds the index when SQLite cannot read a WAL without it: any connection that may write, opened
-# once. The source has a command that only does that (upgrade, at the current schema); for a sink (or any
-# other file) a one-shot checkpoint, not `sink serve`, which would start a server.
-WRITER_COMMAND = {"source": "python3 -m outbox upgrade --db %s"}
-CHECKPOINT_COMMAND = ("python3 -c \"import sqlite3, sys; con = sqlite3.connect(sys.argv[1]); "
-                      "con.execute('PRAGMA wal_checkpoint(TRUNCATE)'); con.close()\" %s")
+WRITER_COMMAND = {"source": "python3 -m outbox upgrade --db %s", "sink": "python3 -c \"import sqlite3, sys; "
+                  "sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint')\" %s"}  # a writer rebuilds the -shm
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -73,12 +68,11 @@ def readonly_uri(path, kind):
         return uri
     if not os.path.exists(wal) or os.path.getsize(wal) == 0:
         return uri + "&immutable=1"
-    writer = WRITER_COMMAND.get(kind, CHECKPOINT_COMMAND) % shlex.quote(path)
+    writer = WRITER_COMMAND[kind] % path if kind in WRITER_COMMAND else "any command that writes to it"
     raise OutboxError(  # audit: G37
-        "cannot read %r without creating a file: its write-ahead log %s holds commits not yet in the main file, "
-        "and %s, the index SQLite needs to read them, is missing (removed by hand?); do not remove the -wal, it "
-        "holds those commits. With no process using the DB, a user who may write in %s rebuilds the index by "
-        "opening it to write once: %s; then read it again" % (
+        "cannot read %r without creating a file: its write-ahead log %s holds commits not in the main file, and %s, "
+        "the index SQLite needs to read them, is missing; do not remove the -wal. With no process using the DB, a "
+        "user who may write in %s rebuilds the index by opening it to write once: %s; then read it again" % (
             path, os.path.basename(wal), os.path.basename(shm), os.path.dirname(absolute), writer))
 
 
