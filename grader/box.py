@@ -50,7 +50,8 @@ def plan(isolation, impl, tmp, shared_folder=False):
         reads.append(beside)
     uid, uid_off = None, None
     if "uid" in wanted and hasattr(os, "geteuid") and os.geteuid() == 0:
-        uid_off = unreadable([impl, ROOT, sys.prefix, os.path.realpath(sys.executable)])
+        # tmp's parent too: under a TMPDIR of mode 0700 (a test's, say) a uid of its own could not reach tmp.
+        uid_off = unreadable([impl, ROOT, sys.prefix, os.path.realpath(sys.executable), os.path.dirname(tmp)])
         uid = None if uid_off else next_uid()
     box = {"layers": wanted, "write": tmp, "reads": reads, "uid": uid, "uid_off": uid_off}
     own(tmp, box)

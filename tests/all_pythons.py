@@ -214,6 +214,27 @@ def check(python, info):
     return ok, line, detail
 
 
+def one_per_version(pythons, done):
+    """`pythons` without a second build of a version (implementation, major.minor) checked or in `done`.
+
+    Two builds of one version run the same suite to the same end; a second
+    one costs CI a suite's minutes. What a system build alone exercises (the
+    grader's uid layer, which needs an interpreter other users can reach) has
+    a test of its own that finds such a build (test_grader_box_slow).
+    """
+    seen = {(info[0], info[1]) for info in done if info is not None}
+    kept = []
+    for python in pythons:
+        info = probe(python)
+        key = None if info is None else (info[0], info[1])
+        if key is not None and key in seen:
+            print("skip %s: %s %d.%d is checked already (--every-build checks it too)" % ((python, info[0]) + info[1]))
+            continue
+        seen.add(key)
+        kept.append(python)
+    return kept
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1, choices=(1, 2),
@@ -222,18 +243,22 @@ def main(argv=None):
     parser.add_argument("--skip", action="append", default=[], metavar="PYTHON",
                         help="leave out this interpreter (a path or a name on PATH), e.g. the one `make test` "
                         "already ran; repeatable")
+    parser.add_argument("--every-build", action="store_true",
+                        help="check every build found, not one per version (Debian's python3.11 beside pyenv's 3.11)")
     parser.add_argument("pythons", nargs="*", help="interpreters to check instead of every one found")
     args = parser.parse_args(argv)
     pythons = args.pythons or find_interpreters()
-    skipped = set()
+    skipped = {}
     for name in args.skip:
         real = real_executable(name)
         if real is None:
             parser.error("--skip %s: no such interpreter" % name)
-        skipped.add(real)
+        skipped[real] = name
     for python in [p for p in pythons if os.path.realpath(p) in skipped]:
         print("skip %s: left out with --skip" % python)
         pythons.remove(python)
+    if not args.every_build:
+        pythons = one_per_version(pythons, [probe(name) for name in skipped.values()])
     if args.list:
         print("\n".join(pythons))
         return 0

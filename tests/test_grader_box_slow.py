@@ -26,6 +26,29 @@ def verdicts(report):
     return {check["name"]: check["status"] for check in report["checks"]}
 
 
+def python_another_uid_can_run():
+    """(an interpreter a uid of no account can run, None) or (None, why not): the uid layer's precondition.
+
+    Under root the grader gives each worker a uid of its own, but only with
+    an interpreter that uid can reach: a pyenv one under /root is not, so
+    the suite's own interpreter may grade with that layer off (it says so).
+    """
+    candidates = [sys.executable, shutil.which("python3", path=os.pathsep.join(("/usr/local/bin", "/usr/bin", "/bin")))]
+    why = "no Python >= 3.8 that another uid can run (tried %s)" % ", ".join(map(str, candidates))
+    for python in candidates:
+        if python is None:
+            continue
+        try:
+            prefix = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 8); print(sys.prefix)"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                                    timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if prefix and box.unreadable([os.path.realpath(python), prefix, ROOT, REFERENCE]) is None:
+            return python, None
+    return None, why
+
+
 class BoxedGradingTest(TempDirTestCase):
     def graded(self, *args, env=None):
         status, out, err = grade("--json", *args, env=env)
@@ -44,6 +67,31 @@ class BoxedGradingTest(TempDirTestCase):
         self.assertEqual([name for name, status in verdicts(stub_boxed).items() if status == "pass"], ["own-work"])
         self.assertEqual(stub_open["isolation"]["off"]["landlock"], "--isolation off")
         self.assertIs(stub_open["isolation"]["seccomp"], False)
+
+    @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "the uid layer is root's")
+    def test_under_root_each_worker_has_a_uid_of_its_own_and_the_reference_keeps_every_verdict(self):
+        python, why = python_another_uid_can_run()
+        if python is None:
+            self.skipTest(why)
+        proc = subprocess.run([python, GRADE, "--json", "--impl", REFERENCE], cwd=self.tmp, env=python_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+        report = json.loads(proc.stdout)
+        self.assertIsInstance(report["isolation"]["uid"], int, report["isolation"])
+        # Files the grader makes for the worker to write (a 0-byte DB, a blank one) are the worker's uid's.
+        failed = {c["name"]: c["observed"] for c in report["checks"] if c["status"] != "pass"}
+        self.assertEqual(failed, {})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        # Under a TMPDIR no other uid can reach, the layer is off and says why; the verdicts stay.
+        private = os.path.join(self.tmp, "private")
+        os.makedirs(private, mode=0o700)
+        os.chmod(private, 0o700)
+        proc = subprocess.run([python, GRADE, "--json", "--impl", REFERENCE, "-k", "wrong-database"], cwd=self.tmp,
+                              env=python_env(TMPDIR=private), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=300)
+        report = json.loads(proc.stdout)
+        self.assertIs(report["isolation"]["uid"], False)
+        self.assertIn(private, report["isolation"]["off"]["uid"])
+        self.assertEqual((proc.returncode, report["passed"]), (0, 1), proc.stderr)
 
     def test_with_every_layer_unavailable_it_says_so_and_grades_as_before(self):
         report = self.graded("--impl", REFERENCE, env=python_env(**{box.UNAVAILABLE: ALL_OFF}))
