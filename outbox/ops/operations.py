@@ -180,7 +180,7 @@ def purge_sent_batch(con, sent_before, batch):
 
 
 def overtakers(con, record):
-    """What overtook the quarantine `record` (a dict with id, seq, requeued_at): (seq, id) pairs, lowest first. Read-only.
+    """What overtook the quarantine `record` (a dict: id, seq, requeued_at): (seq, id) pairs, lowest first. Read-only.
 
     They are the rows with a seq above the quarantined one that were marked
     sent while it was out of line: the reordering the quarantine caused.
