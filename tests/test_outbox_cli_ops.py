@@ -242,12 +242,11 @@ class OvertakersShownTest(TempDirTestCase):
         ladder = json.loads(self.read_only("evidence", "e-01", "--db", self.db, "--json"))
         self.assertEqual(ladder["history"]["quarantines"][0]["overtaken_by"], list(range(2, 15)))
         self.assertEqual(ladder["history"]["quarantines"][0]["overtakers"], shown)
-        for event_id in ("e-02", "e-14"):
-            text = self.read_only("evidence", event_id, "--db", self.db)
-            self.assertRegex(text, r"history \(source\): +overtook e-01 \(quarantined at seq 1 on \S+Z\): marked sent "
-                             r"while it was out of line\n")
-            overtook = json.loads(self.read_only("evidence", event_id, "--db", self.db, "--json"))["history"]["overtook"]
-            self.assertEqual([(q["id"], q["seq"], q["requeued_at"]) for q in overtook], [("e-01", 1, None)])
+        text = self.read_only("evidence", "e-14", "--db", self.db)
+        self.assertRegex(text, r"history \(source\): +overtook e-01 \(quarantined at seq 1 on \S+Z\): marked sent "
+                         r"while it was out of line\n")
+        overtook = json.loads(self.read_only("evidence", "e-02", "--db", self.db, "--json"))["history"]["overtook"]
+        self.assertEqual([(q["id"], q["seq"], q["requeued_at"]) for q in overtook], [("e-01", 1, None)])
 
     def test_quarantined_status_and_evidence_show_the_overtakers_and_a_purge_keeps_them(self):
         self.assert_shown()
@@ -288,7 +287,7 @@ class DurationFlagsTest(TempDirTestCase):
                             "--give-up-after"),
                            (("status", "--db", db, "--max-age"), "-c/--max-age"),
                            (("purge", "--db", db, "--sent-before"), "--sent-before")):
-            for value in ("1w", "3651d", "9" * 5000 + "s"):
+            for value in ("3651d", "9" * 5000 + "s"):  # a bad spelling ("1w") is test_outbox_operations' case
                 result = outbox(*(args + (value,)))
                 self.assertEqual(result.returncode, 2, result.stderr)
                 self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
