@@ -74,11 +74,18 @@ class Processes:
         with self._lock:
             self._live.discard(proc)
 
-    def adopt(self, proc):
-        """A child started in a session of its own by other grader code (the quiz's relay runs): sweep spares it,
-        kill_all ends it. Call forget(proc) once it has been waited for."""
+    def popen(self, cmd, **options):
+        """subprocess.Popen(cmd, **options) for other grader code (the quiz's relay runs), known from its first instant.
+
+        Started and recorded under one lock: a sweep on another thread (a check
+        ending) would otherwise find it between the two as a stray, and kill it.
+        sweep spares it, kill_all ends it; call forget(proc) once it has been
+        waited for.
+        """
         with self._lock:
+            proc = subprocess.Popen(cmd, **options)
             self._live.add(proc)
+        return proc
 
     def sweep(self):
         """End every child of the grader it did not start itself: orphans whose supervisor was killed (Linux)."""

@@ -130,10 +130,9 @@ def run_relays(tmp, lang):
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
     # A session of its own, known to PROCESSES: the grader's sweep of stray children spares it, kill_all ends it.
-    proc = subprocess.Popen([sys.executable, "-m", "grader.quiz_relay", work], cwd=ROOT, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    PROCESSES.adopt(proc)
+    proc = PROCESSES.popen([sys.executable, "-m", "grader.quiz_relay", work], cwd=ROOT, env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           start_new_session=True)
     try:
         out, err = proc.communicate(timeout=RELAY_TIMEOUT)
     except subprocess.TimeoutExpired:

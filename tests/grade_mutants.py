@@ -6,8 +6,10 @@ patch whose text no longer occurs exactly once is an ERROR naming the mutant
 (StalePatch), never a silent kill: keep the anchor in step with the code.
 """
 import collections
+import concurrent.futures
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -422,16 +424,39 @@ def make_mutant(root, mistake, edits, path):
     return os.path.join(root, REFERENCE)
 
 
-def judge(folder, mutant):
-    """Grade one mutant with the check aimed at it and its `also` checks, in one grade.py run.
+def judge_all(root, mutants, runs_at_once=3):
+    """Grade `mutants` (each in a folder of its own under `root`), one class run per set of checks.
 
-    Returns (mutant, exit status, {check name: that check's result}).
+    Mutants aimed at the same checks are one class: its workers are graded
+    side by side, each with its own zygote and box, and a class verdict is
+    the single-run verdict of each (tests/test_grader_classroom.py holds the
+    grader to that); the grader's own start is paid once per set, not once
+    per mutant. Returns [(mutant, the class run's exit status, {check name:
+    that mutant's result})] in the order of `mutants`.
     """
-    worker = make_mutant(folder, mutant.mistake, mutant.edits, mutant.path)
-    checks = [mutant.check] + [check for check, _ in mutant.also]
-    status, out, err = grade("--impl", worker, "--json", "--timeout", "8", *[arg for c in checks for arg in ("-k", c)])
-    report = json.loads(out)
-    return mutant, status, {result["name"]: result for result in report["checks"]}
+    groups = collections.OrderedDict()
+    for number, mutant in enumerate(mutants):
+        folder = os.path.join(root, "m%02d" % number)
+        reference = make_mutant(folder, mutant.mistake, mutant.edits, mutant.path)
+        worker = os.path.join(os.path.dirname(reference), "m%02d.py" % number)  # a name of its own in the class
+        shutil.copyfile(reference, worker)
+        checks = tuple([mutant.check] + [check for check, _ in mutant.also])
+        groups.setdefault(checks, []).append((number, worker))
+
+    def run(checks, members):
+        args = [arg for _, worker in members for arg in ("--impl", worker)]
+        status, out, err = grade(*args, "--json", "--timeout", "8", "--jobs", "2",
+                                 *[arg for c in checks for arg in ("-k", c)])
+        report = json.loads(out)
+        workers = report["workers"] if "workers" in report else [report]
+        by_name = {w["name"]: {r["name"]: r for r in w["checks"]} for w in workers}
+        return {number: (status, by_name["m%02d" % number]) for number, _ in members}
+
+    verdicts = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=runs_at_once) as pool:
+        for found in pool.map(lambda group: run(*group), groups.items()):
+            verdicts.update(found)
+    return [(mutant,) + verdicts[number] for number, mutant in enumerate(mutants)]
 
 
 def message_ids(message):

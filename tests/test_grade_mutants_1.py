@@ -4,11 +4,10 @@ Each mutant breaks one rule of docs/rules.md. The check aimed at it must
 fail, with the message that names that rule (and, for its `also` checks,
 the message that names the earlier function at fault), and that failure
 must read in Japanese too (rendered from the report's message ids). One
-grade.py run per mutant, with -k on exactly those checks;
+class run per set of checks (grade_mutants.judge_all), with -k on exactly those checks;
 tests/test_grade_mutants_2.py and _3.py take the other thirds, each in a
 worker process of its own.
 """
-import concurrent.futures
 import os
 import shutil
 import stat
@@ -26,10 +25,7 @@ class MutantTest(TempDirTestCase):
     part = PART
 
     def test_every_mutant_fails_the_check_that_targets_it_with_its_message(self):
-        mutants = grade_mutants.MUTANTS[self.part::PARTS]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            verdicts = list(pool.map(lambda pair: grade_mutants.judge(self.path("m%02d" % pair[0]), pair[1]),
-                                     enumerate(mutants)))
+        verdicts = grade_mutants.judge_all(self.tmp, grade_mutants.MUTANTS[self.part::PARTS])
         escaped = ["%s (%s: %s)" % (mutant.mistake, mutant.check, results[mutant.check]["observed"])
                    for mutant, status, results in verdicts if results[mutant.check]["ok"] or status != 1]
         self.assertEqual(escaped, [], "mutants the grader did not catch")

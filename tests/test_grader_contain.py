@@ -7,10 +7,14 @@ tests/test_grader_capture.py.
 """
 import json
 import os
+import subprocess
 import sys
+import threading
+import time
 import unittest
 
 from grader import contain, messages
+from grader.parent import Processes
 from tests.grade_mutants import grade
 from tests.support import TempDirTestCase, write_worker
 
@@ -18,6 +22,32 @@ from tests.support import TempDirTestCase, write_worker
 def checks_of(out):
     """{check name: (status, observed)} from a --json report."""
     return {c["name"]: (c["status"], c["observed"]) for c in json.loads(out)["checks"]}
+
+
+class SweepTest(unittest.TestCase):
+    @unittest.skipUnless(sys.platform.startswith("linux"), "the sweep finds children through /proc (Linux)")
+    def test_a_child_started_through_popen_is_never_taken_for_a_stray(self):
+        # The quiz's relay runs were started, then adopted: a sweep between the two killed them (exit -9).
+        processes, stop = Processes(), threading.Event()
+
+        def sweeping():
+            while not stop.is_set():
+                processes.sweep()
+
+        sweeper = threading.Thread(target=sweeping)
+        sweeper.start()
+        try:
+            said = []
+            for _ in range(3):
+                # The pause before exec holds Popen open while the child exists: a sweep then would find it.
+                proc = processes.popen([sys.executable, "-c", "print('ran')"], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, start_new_session=True, preexec_fn=lambda: time.sleep(0.2))
+                said.append(proc.communicate(timeout=60)[0])  # a sweep may also reap it: its output is the witness
+                processes.forget(proc)
+        finally:
+            stop.set()
+            sweeper.join(60)
+        self.assertEqual(said, [b"ran\n"] * 3)
 
 
 class ProtectionsTest(unittest.TestCase):

@@ -2,8 +2,9 @@
 Gradescope and GitHub Classroom, a run stopped halfway, --resume, and shards merged into one run's reports.
 
 Every class here is graded for real with grade.py in a subprocess, on the
-fast validate-event check (and the reference's own workers); reports are
-read the way their consumers read them (json, csv, html.parser).
+fast validate-event check (and the reference's own workers), except the
+class of thirty, built by --merge from two workers graded on every check;
+reports are read the way their consumers read them (json, csv, html.parser).
 """
 import csv
 import json
@@ -111,17 +112,25 @@ class TeacherReportTest(TempDirTestCase):
         self.assertEqual(sorted(passes), [row[0] for row in sorted(rows)])
 
     def test_thirty_students_stay_under_300_kb(self):
-        folder = self.path("class")
+        # Two workers graded for real on every check (one passes all, one fails validate-event), then a class
+        # of thirty built from their reports by --merge, the renderer's own path: 30 x 24 cells, not 30 x 3.
+        graded, shard = self.path("graded"), self.path("shard")
+        write_worker(self.path("two", "good.py"))
+        write_worker(self.path("two", "bad.py"), "def validate_event(event):\n    return event\n")
+        status, out, err = grade("--impl", self.path("two"), "--report", graded, "--allow-kit-imports", "--timeout", "20")
+        self.assertEqual(status, 1, err)
+        reports = {name: read_json(os.path.join(graded, name + ".json")) for name in ("good", "bad")}
+        self.assertEqual(len(reports["good"]["checks"]), len(NAMES))
+        os.makedirs(shard)
         for n in range(30):
-            if n % 3:
-                write_worker(os.path.join(folder, "student%02d.py" % n))
-            else:
-                write_worker(os.path.join(folder, "student%02d.py" % n), "def validate_event(event):\n    return event\n")
-        status, out, err = grade("--impl", folder, "--report", self.path("r"), "--lang", "ja", "-k", "validate-event",
-                                 "-k", "seq-order", "-k", "mark-sent", "--timeout", "20")
+            name = "student%02d" % n
+            with open(os.path.join(shard, name + ".json"), "w", encoding="utf-8") as f:
+                json.dump(dict(reports["good" if n % 3 else "bad"], name=name), f)
+        status, out, err = grade("--merge", shard, "--report", self.path("r"), "--lang", "ja")
         self.assertEqual(status, 1, err)
         self.assertLess(os.path.getsize(self.path("r", "index.html")), 300 * 1024)
         page = read_page(self.path("r", "index.html"))
+        self.assertEqual(page.errors, [])
         self.assertEqual(len(page.tables[0]), 31)
         with open(self.path("r", "students", "student00.html"), encoding="utf-8") as f:
             source = f.read()
