@@ -20,7 +20,7 @@ import sqlite3
 import sys
 import time
 
-from outbox.cli.args import Parser, add_durability_flag, loopback_host_arg, positive_int, timeout_arg
+from outbox.cli.args import Parser, add_durability_flag, loopback_host_arg, positive_int, run_for_a_reader, timeout_arg
 from outbox.core.errors import OutboxError
 from outbox.export.timestamps import utc
 
@@ -45,6 +45,8 @@ def main(argv=None):
     """
     args = _build_parser().parse_args(argv)
     try:
+        if args.command in ("show", "status"):  # read-only: a reader that left (`| head`) is no error
+            return run_for_a_reader(args.run, args)
         return args.run(args)
     except (OutboxError, OSError) as exc:  # audit: G36
         print("%s: error: %s" % (PROG, exc), file=sys.stderr)

@@ -54,7 +54,7 @@ class OutboxCliTest(TempDirTestCase):
         cases = (
             (["intake", "--db", db, "--id", "bad id", "--sku", "s", "--qty", "1"], "id must be"),
             (["intake", "--db", db, "--id", "a", "--sku", "s", "--qty", "0"], "qty must be"),
-            (["intake", "--db", db, "--id", "a", "--sku", "s", "--qty", "x"], "invalid int value"),
+            (["intake", "--db", db, "--id", "a", "--sku", "s", "--qty", "x"], "--qty: qty must be an int from 1 to 1000000, got 'x'"),
             (["intake", "--db", self.path("new.db"), "--id", "bad id", "--sku", "s", "--qty", "1"], "id must be"),
             (["intake", "--db", self.path("no-dir", "x.db"), "--id", "a", "--sku", "s", "--qty", "1"], "no-dir"),
             (["dispatch", "--db", self.path("missing.db"), "--url", "http://127.0.0.1:1/events"], "no source DB"),
@@ -210,6 +210,22 @@ class IntakeFileTest(TempDirTestCase):
         fixed = self.write(events)  # the file fixed, and run again: each event once, in the file's order
         self.assertEqual(outbox("intake", "--db", self.db, "--file", fixed).returncode, 0)
         self.assertEqual(self.taken(), [event["id"] for event in events])
+
+    def test_a_5000_digit_qty_is_named_by_the_event_rule_in_a_file_and_as_a_flag(self):
+        # Issue 29, item 10: the same words on every Python (3.8 included), never int()'s advice.
+        path = self.write([], broken=())
+        with open(path, "w", encoding="utf-8") as f:
+            f.write('{"id": "a", "sku": "b", "qty": %s}\n' % ("9" * 5000))
+        result = outbox("intake", "--db", self.db, "--file", path)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("line 1: qty must be an int from 1 to 1000000, got a number of 5000 digits", result.stderr)
+        self.assertNotIn("set_int_max_str_digits", result.stderr)
+        flag = outbox("intake", "--db", self.db, "--id", "a", "--sku", "b", "--qty", "9" * 5000)
+        self.assertEqual((flag.returncode, flag.stdout), (2, ""))
+        self.assertEqual(flag.stderr, "outbox: error: argument --qty: qty must be an int from 1 to 1000000, got a "
+                                      "number of 5000 digits\n")
+        self.assertIn("got '1e3'", outbox("intake", "--db", self.db, "--id", "a", "--sku", "b", "--qty", "1e3").stderr)
+        self.assertFalse(os.path.exists(self.db))
 
     def test_a_conflict_stops_at_its_batch_and_stdin_works(self):
         self.assertEqual(outbox("intake", "--db", self.db, "--id", "e0001", "--sku", "other", "--qty", "9")

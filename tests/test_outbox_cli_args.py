@@ -21,6 +21,25 @@ def run(package, *args):
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=60, errors="replace")
 
 
+class LongNumberTest(unittest.TestCase):
+    """Issue 29, item 10: an event the command line reads with a 5000-digit integer: our words, on every Python."""
+
+    def test_a_long_integer_is_never_made_an_int_and_the_event_rule_names_the_field(self):
+        from outbox import InvalidEvent, validate_event
+        from outbox.cli.args import json_int
+        from outbox.core.event import loads_strict
+        self.assertEqual(loads_strict(b'{"qty": %s}' % (b"9" * 100), parse_int=json_int)["qty"], int("9" * 100))
+        for digits in (b"9" * 101, b"-" + b"9" * 5000, b"1" + b"0" * 100000):
+            value = loads_strict(b'{"id": "a", "sku": "b", "qty": %s}' % digits, parse_int=json_int)
+            with self.assertRaises(InvalidEvent) as ctx:
+                validate_event(value)
+            self.assertEqual(str(ctx.exception), "qty must be an int from 1 to 1000000, got a number of %d digits "
+                             "(LongNumber)" % len(digits.lstrip(b"-")))
+        with self.assertRaises(InvalidEvent) as ctx:
+            validate_event(loads_strict(b'{"id": %s, "sku": "b", "qty": 1}' % (b"7" * 5000), parse_int=json_int))
+        self.assertIn("id must be a str", str(ctx.exception))
+
+
 class BadArgumentsTest(TempDirTestCase):
     def cases(self, db, url):
         """{"package command": [argument lists that must exit 2]}."""

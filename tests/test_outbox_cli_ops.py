@@ -5,10 +5,12 @@ status, evidence, quarantined, quarantine, requeue, retry, purge, upgrade
 """
 import json
 import os
+import re
 import sqlite3
 import unittest
 
-from outbox import init_store, intake
+from outbox import dispatch, init_store, intake
+from outbox.ops import operations
 from sink.core import inbox
 from tests.support import LoopbackServer, TempDirTestCase, build_v1, file_bytes, parse_prometheus, reply, run_cli
 
@@ -182,7 +184,8 @@ class QuarantinedRetryTest(TempDirTestCase):
         self.assertEqual(text[0], "quarantined 2")
         self.assertRegex(text[1], r"\A  seq 1  a  since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+ s\)  attempts 0 \(0 "
                                   r"refused\)  last error: none  reason: held a\Z")
-        self.assertIn("seq 3  c", text[2])
+        self.assertEqual(text[2], "    overtaken by 0 sent item(s)")
+        self.assertIn("seq 3  c", text[3])
         listed = json.loads(outbox("quarantined", "--db", db, "--json").stdout)["quarantined"]
         self.assertEqual([(item["id"], item["reason"]) for item in listed], [("a", "held a"), ("c", "held c")])
         self.assertGreaterEqual(listed[0]["age_s"], 0)
@@ -197,6 +200,102 @@ class QuarantinedRetryTest(TempDirTestCase):
         refused = outbox("retry", "a", "--db", db)
         self.assertEqual(refused.returncode, 1)
         self.assertIn("is quarantined", refused.stderr)
+
+
+class OvertakersShownTest(TempDirTestCase):
+    """Issue 29, item 5: the reordering a quarantine causes, where on-call looks, bounded, and after a purge."""
+
+    def setUp(self):
+        super().setUp()
+        self.db = self.path("source.db")
+        con = init_store(self.db)
+        self.addCleanup(con.close)
+        self.ids = ["e-%02d" % n for n in range(1, 15)]  # seq 1 to 14
+        for event_id in self.ids:
+            intake(con, {"id": event_id, "sku": "s", "qty": 1})
+        operations.quarantine(con, "e-01", "held for the test")
+        self.assertEqual(dispatch(con, lambda event: True), 13)  # e-02 .. e-14 overtake e-01
+        self.con = con
+
+    def read_only(self, *args):
+        before = file_bytes(self.db), sorted(os.listdir(self.tmp))
+        result = outbox(*args)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual((file_bytes(self.db), sorted(os.listdir(self.tmp))), before, args)  # nothing written
+        return result.stdout
+
+    def assert_shown(self):
+        first = "overtaken by 13 sent item(s): " + ", ".join(
+            "e-%02d (seq %d)" % (n, n) for n in range(2, 12)) + " and 3 more"
+        listing = self.read_only("quarantined", "--db", self.db).splitlines()
+        self.assertEqual(listing[0], "quarantined 1")
+        self.assertEqual(listing[2], "    " + first)
+        self.assertEqual(len(listing), 3)
+        status = self.read_only("status", "--db", self.db).splitlines()
+        self.assertRegex(status[-1], r"\Aquarantined e-01 \(seq 1\) since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, "
+                         + re.escape(first) + r"\Z")
+        shown = {"count": 13, "first": [{"id": "e-%02d" % n, "seq": n} for n in range(2, 12)]}
+        item, = json.loads(self.read_only("quarantined", "--db", self.db, "--json"))["quarantined"]
+        self.assertEqual((item["id"], item["overtakers"]), ("e-01", shown))
+        item, = json.loads(self.read_only("status", "--db", self.db, "--json"))["quarantines"]
+        self.assertEqual((item["id"], item["seq"], item["overtakers"]), ("e-01", 1, shown))
+        ladder = json.loads(self.read_only("evidence", "e-01", "--db", self.db, "--json"))
+        self.assertEqual(ladder["history"]["quarantines"][0]["overtaken_by"], list(range(2, 15)))
+        self.assertEqual(ladder["history"]["quarantines"][0]["overtakers"], shown)
+        text = self.read_only("evidence", "e-14", "--db", self.db)
+        self.assertRegex(text, r"history \(source\): +overtook e-01 \(quarantined at seq 1 on \S+Z\): marked sent "
+                         r"while it was out of line\n")
+        overtook = json.loads(self.read_only("evidence", "e-02", "--db", self.db, "--json"))["history"]["overtook"]
+        self.assertEqual([(q["id"], q["seq"], q["requeued_at"]) for q in overtook], [("e-01", 1, None)])
+
+    def test_quarantined_status_and_evidence_show_the_overtakers_and_a_purge_keeps_them(self):
+        self.assert_shown()
+        self.assertEqual(outbox("purge", "--db", self.db, "--sent-before", "0s").stdout, "purged 13 sent row(s)\n")
+        self.assert_shown()  # the same, read from the quarantine record now
+
+    def test_after_the_requeue_the_overtaker_still_says_whom_it_overtook(self):
+        self.assertEqual(outbox("requeue", "e-01", "--db", self.db).returncode, 0)
+        self.assertEqual(dispatch(self.con, lambda event: True), 1)
+        self.assertEqual(outbox("purge", "--db", self.db, "--sent-before", "0s").returncode, 0)
+        self.assertEqual(self.read_only("quarantined", "--db", self.db), "quarantined 0\n")
+        self.assertNotIn("quarantined e-01", self.read_only("status", "--db", self.db))
+        self.assertEqual(json.loads(self.read_only("status", "--db", self.db, "--json"))["quarantines"], [])
+        text = self.read_only("evidence", "e-14", "--db", self.db)
+        self.assertRegex(text, r"overtook e-01 \(quarantined at seq 1 on \S+Z\): marked sent while it was out of "
+                               r"line, before its requeue on \S+Z\n")
+        self.assertIn("overtaken by 13 sent item(s): e-02 (seq 2)", self.read_only("evidence", "e-01", "--db", self.db))
+        # Marked after the requeue: e-01 itself (seq 15) overtook nothing.
+        self.assertNotIn("overtook", self.read_only("evidence", "e-01", "--db", self.db))
+
+    def test_the_history_is_in_time_order(self):
+        self.assertEqual(outbox("requeue", "e-01", "--db", self.db).returncode, 0)
+        self.assertEqual(outbox("retry", "e-01", "--db", self.db).returncode, 0)
+        self.assertEqual(outbox("quarantine", "e-01", "--db", self.db, "--reason", "again").returncode, 0)
+        history = [line.split(":", 1)[1].strip() for line in self.read_only("evidence", "e-01", "--db", self.db)
+                   .splitlines() if line.startswith("history")]
+        self.assertEqual([line.split(" ")[0] for line in history], ["quarantined", "retried", "quarantined"], history)
+        self.assertIn("(again)", history[2])
+
+
+class DurationFlagsTest(TempDirTestCase):
+    """Issue 29, item 10: a duration error names the flag and only the rule true of it; too long is refused."""
+
+    def test_each_flag_says_its_own_rule(self):
+        db = self.path("source.db")
+        init_store(db).close()
+        for args, flag in ((("relay", "--db", db, "--url", "http://127.0.0.1:9/events", "--give-up-after"),
+                            "--give-up-after"),
+                           (("status", "--db", db, "--max-age"), "-c/--max-age"),
+                           (("purge", "--db", db, "--sent-before"), "--sent-before")):
+            for value in ("3651d", "9" * 5000 + "s"):  # a bad spelling ("1w") is test_outbox_operations' case
+                result = outbox(*(args + (value,)))
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+                self.assertIn("argument %s: duration must be a whole number followed by s, m, h or d" % flag,
+                              result.stderr)
+                self.assertIn("at most 3650d", result.stderr)
+                self.assertLess(len(result.stderr), 400)  # the 5000 digits are quoted cut short
+                self.assertEqual("0s means every sent row" in result.stderr, flag == "--sent-before", result.stderr)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Issue 7: the relay through real subprocesses against a real sink server: the poison head story, SIGTERM."""
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -123,7 +124,7 @@ class PoisonHeadTest(RelayTestCase):
         self.assertEqual(len(history), 1, after.stdout)
         for words in ("quarantined at seq 1", "sink applied qty 5; source says 7", "requeued on", "as seq 5",
                       'corrected from {"id":"crate-9","qty":7,"sku":"crate"} to {"id":"crate-9","qty":5,'
-                      '"sku":"crate"}', "overtaken by 3 sent item(s) (seq 2, 3, 4)"):
+                      '"sku":"crate"}', "overtaken by 3 sent item(s): box-0 (seq 2), box-1 (seq 3), box-2 (seq 4)"):
             self.assertIn(words, history[0])
         self.assertIn("outbox row (source):  absent", after.stdout)
 
@@ -168,6 +169,37 @@ class StopTest(RelayTestCase):
         self.assertLess(len(sent), total, "the relay finished before SIGTERM: this run proves nothing")
         self.assertLessEqual(sent, applied)
         self.assertLessEqual(len(applied - sent), 1, sorted(applied - sent))
+
+
+class BeforeTheFirstIntakeTest(RelayTestCase):
+    """Issue 29, item 10: a relay started before the service's first intake: refused, or --create, said aloud."""
+
+    def test_a_missing_db_is_refused_unless_create_which_says_so_and_delivers_the_first_intake(self):
+        url = self.start_sink()
+        refused = outbox("relay", "--db", self.source, "--url", url, "--once")
+        self.assertEqual(refused.returncode, 1, refused.stderr)
+        self.assertEqual(refused.stderr, "outbox: error: no source DB at %r (intake creates one): start the relay "
+                                         "after the first intake, or with --create to create it now\n" % self.source)
+        self.assertFalse(os.path.exists(self.source))  # a mistyped path stays a missing file
+        proc = subprocess.Popen([sys.executable, "-m", "outbox", "relay", "--db", self.source, "--url", url, "--create"]
+                                + FAST, cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True)
+        try:
+            self.assertEqual(proc.stderr.readline(), "relay: no source DB at %r: creating it (--create); nothing to "
+                             "deliver until the first intake\n" % self.source)
+            wait_until(lambda: os.path.exists(self.source), what="the relay creating the source DB")
+            taken = outbox("intake", "--db", self.source, "--id", "first-1", "--sku", "s", "--qty", "1")
+            self.assertEqual(taken.returncode, 0, taken.stderr)
+            wait_until(lambda: read_rows(self.source, "SELECT sent FROM outbox WHERE event_id = 'first-1'") == [(1,)],
+                       what="the relay delivering the first intake")
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual((proc.returncode, out), (0, "relay: marked 1 sent; stopped by signal\n"), err)
+        self.assertEqual(read_rows(self.sink_db, "SELECT event_id FROM inbox"), [("first-1",)])
 
 
 class GiveUpTest(RelayTestCase):

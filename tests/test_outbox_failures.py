@@ -6,12 +6,13 @@ exception class (NoAnswer, UntrustedAck: the grader's contract) and gains a
 kind and counts only the permanent ones toward the relay's alert.
 """
 import json
+import re
 import unittest
 
 from outbox.ops import attempts, failures, operations
 from outbox import dispatch, init_store, intake, send_http
 from outbox.core.errors import DeliveryError, NoAnswer, NotAcknowledged, OutboxError, UntrustedAck
-from tests.support import LoopbackServer, TempDirTestCase, free_loopback_socket, reply
+from tests.support import LoopbackServer, TempDirTestCase, free_loopback_socket, parse_prometheus, read_doc, reply
 
 EVENT = {"id": "snack-7", "sku": "crisps", "qty": 2}
 
@@ -91,6 +92,27 @@ class KindOfTest(unittest.TestCase):
         self.assertLessEqual(failures.TRANSIENT | failures.PERMANENT, set(failures.KINDS))
         self.assertFalse(failures.is_transient("error") or failures.is_permanent("error"))
         self.assertNotIn("stopped", failures.KINDS)  # a relay's stop is not a failure: it is never recorded
+
+
+class KindsDocumentedTest(unittest.TestCase):
+    """Issue 29, item 10: the metrics file's kinds, the docs' tables and KINDS are one list (KINDS)."""
+
+    def test_the_tables_the_metrics_file_and_kinds_agree(self):
+        from outbox.cli.relay import render_relay
+        from outbox.ops.relay import Tally
+        samples = parse_prometheus(render_relay(Tally(), started=1.0, written=2.0))
+        written = {dict(labels)["kind"] for name, labels in samples if name == "outbox_relay_failures_total"}
+        self.assertEqual(written, set(failures.COUNTED))
+        self.assertEqual(set(failures.KINDS) - written, {"error"})  # it ends the relay: never counted
+        for path in ("docs/operating.md", "docs/operating.ja.md"):
+            rows = re.findall(r"^\| `([a-z-]+)` \| [^|]+ \| ([^|]+) \|$", read_doc(path), re.MULTILINE)
+            kinds = [kind for kind, _ in rows if kind in failures.KINDS or "-" in kind]
+            self.assertEqual(kinds, list(failures.KINDS), path)  # every kind, once, in KINDS' order
+            for kind, relay_does in rows:
+                if kind in failures.TRANSIENT:
+                    self.assertRegex(relay_does, "transient|一時的", (path, kind))
+                elif kind in failures.PERMANENT:
+                    self.assertRegex(relay_does, "permanent|永続的", (path, kind))
 
 
 class AttemptRecordKindTest(TempDirTestCase):

@@ -89,6 +89,16 @@ class QuarantineTest(TempDirTestCase):
             with self.assertRaises(ValueError) as caught:
                 retention.parse_duration(bad)
             self.assertIn("30s, 15m, 12h, 7d", str(caught.exception))
+            self.assertNotIn("0s means", str(caught.exception))  # true of purge alone, which says so itself
+        # Over ten years is refused, naming the bound, never cut down; 5000 digits are never made an int.
+        self.assertEqual(retention.parse_duration("3650d"), retention.MAX_DURATION_S)
+        for big in ("3651d", "315360001s", "1234567890s", "9" * 5000 + "s"):
+            with self.assertRaises(ValueError) as caught:
+                retention.parse_duration(big)
+            self.assertIn("at most 3650d, got '" + big[:10], str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            retention.parse_duration("7w", retention.PURGE_RULE)
+        self.assertIn("0s means every sent row, got '7w'", str(caught.exception))
 
 
 class HistoryTest(TempDirTestCase):

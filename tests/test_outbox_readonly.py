@@ -142,14 +142,17 @@ class ReadOnlyDirectoryTest(TempDirTestCase):
                     self.assertEqual(result.stderr, "")
             self.assertEqual(self.snapshot(), before)
 
-    def test_a_wal_with_commits_and_no_index_is_one_clear_line(self):
-        # A writer killed with its commits in the -wal, and its -shm then removed by hand.
+    def commit_into_a_wal_and_remove_its_index(self, path, sql):
+        """A writer killed with its commit (`sql`) in the -wal, and its -shm then removed by hand; then read-only."""
         program = ("import os, sqlite3, sys; con = sqlite3.connect(sys.argv[1], isolation_level=None); "
-                   "con.execute('PRAGMA wal_autocheckpoint = 0'); "
-                   "con.execute(\"UPDATE outbox SET sent = 1, sent_at = 1.0 WHERE event_id = 'b-2'\"); os._exit(0)")
-        subprocess.run([sys.executable, "-c", program, self.source], check=True, timeout=60)
-        os.remove(self.source + "-shm")
+                   "con.execute('PRAGMA wal_autocheckpoint = 0'); con.execute(sys.argv[2]); os._exit(0)")
+        subprocess.run([sys.executable, "-c", program, path, sql], check=True, timeout=60)
+        os.remove(path + "-shm")
         self.read_only()
+
+    def test_a_wal_with_commits_and_no_index_is_one_clear_line(self):
+        self.commit_into_a_wal_and_remove_its_index(
+            self.source, "UPDATE outbox SET sent = 1, sent_at = 1.0 WHERE event_id = 'b-2'")
         before = self.snapshot()
         for args, status in ((["status", "--db", self.source], 1), (["pending", "--db", self.source], 1),
                              (["status", "--db", self.source, "--check"], 3)):
@@ -158,9 +161,29 @@ class ReadOnlyDirectoryTest(TempDirTestCase):
             text = result.stderr if status == 1 else result.stdout
             self.assertEqual(len(text.strip().splitlines()), 1, text)
             for words in ("without creating a file", "source.db-shm", "is missing",
-                          "python -m outbox upgrade --db %s" % self.source):
+                          "do not remove the -wal", "python3 -m outbox upgrade --db %s" % self.source):
                 self.assertIn(words, text)
         self.assertEqual(self.snapshot(), before)
+
+    def test_a_sink_wal_without_its_index_names_a_one_shot_writer_that_works(self):
+        # Issue 29, item 10: it named `python -m sink serve`, a server, not a command that writes once.
+        self.commit_into_a_wal_and_remove_its_index(self.sink, "UPDATE inventory SET qty = 5 WHERE sku = 'snack'")
+        before = self.snapshot()
+        result = self.run_as_reader("-m", "sink", "status", "--db", self.sink)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        for words in ("sink.db-shm", "is missing", "do not remove the -wal", "With no process using the DB"):
+            self.assertIn(words, result.stderr)
+        self.assertNotIn("serve", result.stderr)
+        self.assertEqual(self.snapshot(), before)
+        # The command it names, run as it says (by a user who may write there), makes the DB readable.
+        command = result.stderr.split("opening it to write once: ", 1)[1].rsplit("; then read it again", 1)[0]
+        self.writable()
+        subprocess.run(command, shell=True, cwd=self.data, env=python_env(), check=True, timeout=60)
+        self.read_only()
+        result = self.run_as_reader("-m", "sink", "status", "--db", self.sink)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("snack  5", result.stdout)  # the commit that was in the -wal
 
     def test_a_command_that_writes_says_what_it_needs_and_changes_nothing(self):
         self.read_only()

@@ -253,7 +253,9 @@ class ProgressTest(RelayTestCase):
         self.assertEqual(len(progress), 12, progress)  # 12 s of sending, one line a second, not one a round
         self.assertTrue(progress[0].startswith("relay: delivered 10, failed 0, pending 30, 10.0 events/s over "
                                                "the last 1.0 s"), progress[0])
-        self.assertIn(", 2.0 events/s over the last 1.0 s", progress[-1])  # not the average since the start
+        self.assertIn(", 2.0 events/s over the last 1.0 s, at ", progress[-1])  # not the average since the start
+        for line in progress:
+            self.assertRegex(line, r", at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
 
     def test_idle_rounds_print_nothing(self):
         clock = FakeClock()
@@ -265,8 +267,9 @@ class ProgressTest(RelayTestCase):
 
         self.assertEqual(self.relay(lambda event: True, clock=clock, once=False, poll=0.5, stop=stop), 40)
         # All delivered in no time: one line a second later says so, then 100 s of nothing to say.
+        # The UTC time of the line last (issue 29, item 10): the fake clock's 1700001001 s.
         self.assertEqual(self.said("relay: delivered"), ["relay: delivered 40, failed 0, pending 0, 40.0 events/s "
-                                                         "over the last 1.0 s"])
+                                                         "over the last 1.0 s, at 2023-11-14T22:30:01Z"])
 
 
 class StopTest(RelayTestCase):

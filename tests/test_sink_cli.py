@@ -272,6 +272,23 @@ class ShowTest(CliTestCase):
         )
         self.assertEqual(self.read_bytes(self.db_path), before)
 
+    def test_a_reader_that_leaves_early_is_no_error(self):
+        # `sink show | head`: the reader closes the pipe with most of the output unread (issue 29, item 10).
+        con = init_sink(self.db_path, durability="process")
+        try:
+            for n in range(3000):  # some 250 KB of output: far more than a pipe holds
+                receive(con, {"id": "e-%d" % n, "sku": "sku-%d" % n, "qty": 1})
+        finally:
+            con.close()
+        for command in ("show", "status"):
+            with subprocess.Popen([PYTHON, "-m", "sink", command, "--db", self.db_path], cwd=self.tmp,
+                                  env=python_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) as child:
+                self.assertTrue(child.stdout.readline())  # the first line, as head -1 would read it
+                child.stdout.close()  # the reader leaves
+                _, stderr = child.communicate(timeout=DEADLINE)
+            self.assertEqual((child.returncode, stderr), (0, b""), command)
+
     def test_missing_file_is_an_error_and_not_created(self):
         missing = self.path("missing.db")
         self.assert_one_line_error(*self.run_sink("show", "--db", missing), expected_status=1)

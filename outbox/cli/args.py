@@ -9,15 +9,20 @@ alike. It imports no operator code (outbox.ops): `python -m sink` loads this
 module, and the types that read operator rules are outbox.cli.opargs.
 """
 import argparse
+import os
 import re
+import sys
 
-from ..core import db, store
+from ..core import db, event, store
 from ..core.sender import check_timeout, check_url, loopback_host
 
 EXIT_USAGE = 2
+MAX_INT_DIGITS = 100  # digits of an integer the command line makes an int of (a qty needs 7)
 # A number as typed on a command line: ASCII digits, at most 9 of them (int()
 # and float() would also take "٣", " 5", "1_0", "1e3" or "nan").
 _INT = re.compile("[0-9]{1,9}")
+# An integer as --qty may be typed: the event rule, not the parser, says which are in range.
+_WHOLE = re.compile("-?[0-9]+")
 # A number of seconds: digits with an optional fraction ("10", "0.5", ".5").
 _SECONDS = re.compile(r"[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9}")
 
@@ -34,6 +39,29 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         # One line, not the usage block: --help is there for the rest.
         self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.name, message))  # audit: G36
+
+
+def run_for_a_reader(run, args):
+    """`run(args)` for a command that only reads and prints, its stdout flushed; status 0 if the reader left.
+
+    A reader that closes the pipe early (`sink show | head`) has what it
+    wanted: no "Broken pipe" line and no exit status 1 for that. stdout is
+    pointed at os.devnull, so the interpreter's last flush at exit has
+    nothing to report. Only for commands whose one pipe is stdout (they
+    open DB files, no socket): a server or the relay must not take a
+    BrokenPipeError for a reader that left.
+    """
+    try:
+        status = run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+        return 0
+    return status
 
 
 class UsageError(Exception):
@@ -66,6 +94,37 @@ def limit_arg(text):
     if value is None or not 1 <= value <= store.MAX_BATCH:
         raise argparse.ArgumentTypeError("limit must be an integer from 1 to %d, got %r" % (store.MAX_BATCH, text))
     return value
+
+
+class LongNumber(str):
+    """A JSON integer of more than MAX_INT_DIGITS digits, as json_int reads it: its digits, never made an int.
+
+    So validate_event refuses a 5000-digit qty like any value that is not an
+    int, naming the field ("qty must be an int from 1 to 1000000, got a
+    number of 5000 digits (LongNumber)"), the same on every Python: int()
+    past 4300 digits raises with advice about sys.set_int_max_str_digits.
+    """
+
+    def __repr__(self):
+        return "a number of %d digits" % len(self.lstrip("-"))
+
+
+def json_int(text):
+    """`parse_int` for loads_strict where the command line reads an event (intake --file, requeue --event)."""
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else LongNumber(text)
+
+
+def qty_arg(text):
+    """intake --qty: an integer in ASCII digits, made an int only if short; the event rule judges its range.
+
+    5000 digits get the event rule's own words, naming the field, on every
+    Python (int() would answer with advice about sys.set_int_max_str_digits,
+    or spend the time where there is no such limit).
+    """
+    if _WHOLE.fullmatch(text) and len(text.lstrip("-")) <= MAX_INT_DIGITS:
+        return int(text)
+    got = ("a number of %d digits" % len(text.lstrip("-"))) if _WHOLE.fullmatch(text) else event.clip(text)
+    raise argparse.ArgumentTypeError("qty must be an int from %d to %d, got %s" % (event.QTY_MIN, event.QTY_MAX, got))
 
 
 def seconds_arg(text):

@@ -19,7 +19,8 @@ from ..ops import attempts, operations
 from . import ops as cli_ops
 from .. import batch as intake_batch
 from ..core import store
-from .args import Parser, UsageError, add_durability_flag, limit_arg, timeout_arg, url_arg
+from .args import (Parser, UsageError, add_durability_flag, json_int, limit_arg, qty_arg, run_for_a_reader,
+                   timeout_arg, url_arg)
 from ..core.dispatch import dispatch
 from ..core.errors import OutboxError
 from ..core.event import loads_strict, validate_event
@@ -33,6 +34,9 @@ EXIT_ALERT = 3
 EXIT_INTERRUPTED = 130
 INTAKE_BATCH = 500  # events per transaction of `intake --file`: one fsync each, a bounded write transaction
 MAX_LINE = 65536  # bytes of one line of `intake --file`; an event is well under 200
+# Commands that only read a DB and print to stdout: a reader that closes the pipe early (`| head`) ends
+# them quietly with status 0 (outbox.cli.args.run_for_a_reader).
+READ_AND_PRINT = frozenset(("pending", "status", "evidence", "quarantined"))
 EXIT_STATUSES = (
     "exit status: 0 done; 1 refused (an invalid event, an unusable DB, a failed delivery, an unknown or "
     "wrong-state id); 2 bad arguments; 3 relay alert (the sink refused the head item --max-attempts times, or "
@@ -60,7 +64,7 @@ def build_parser():
     take.add_argument("--db", required=True, help="source DB (created if missing)")
     take.add_argument("--id", help="event id, e.g. snack-7")
     take.add_argument("--sku", help="stock-keeping unit, e.g. snack")
-    take.add_argument("--qty", type=int, help="quantity, 1-1000000")
+    take.add_argument("--qty", type=qty_arg, help="quantity, 1-1000000")
     take.add_argument("--file", metavar="PATH", help="JSON lines, one event each ({\"id\", \"sku\", \"qty\"}), - for "
                       "stdin, instead of --id, --sku and --qty: a batch with an invalid line takes in nothing, "
                       "every invalid line of it is named, and the intake stops there; the same file run again "
@@ -155,7 +159,7 @@ def _read_batch(lines):
             if len(raw) > MAX_LINE:
                 raise ValueError("longer than %d bytes" % MAX_LINE)
             try:
-                value = loads_strict(raw)
+                value = loads_strict(raw, parse_int=json_int)
             except ValueError as exc:  # bad UTF-8 too
                 raise ValueError("not valid JSON: %s" % exc) from None
             batch.append((number, validate_event(value)))
@@ -194,6 +198,8 @@ def main(argv=None):
         return _plugin(parser, argv)
     args = parser.parse_args(argv)
     try:
+        if args.command in READ_AND_PRINT:
+            return run_for_a_reader(args.run, args) or EXIT_OK
         return args.run(args) or EXIT_OK
     except UsageError as exc:
         parser.error(str(exc))

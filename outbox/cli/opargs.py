@@ -17,6 +17,14 @@ def duration_arg(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def sent_before_arg(text):
+    """purge --sent-before: a duration as for duration_arg, whose rule says what 0s means there."""
+    try:
+        return retention.parse_duration(text, retention.PURGE_RULE)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def reason_arg(text):
     """A quarantine reason: one line of bounded length (outbox.ops.operations.check_reason)."""
     try:

@@ -18,8 +18,8 @@ from ..ops import evidence, operations, relay, retention, sinklook
 from ..export import nagios, prometheus, timestamps
 from .. import __version__
 from ..core import store, upgrade
-from .args import UsageError, count_arg, positive_int, timeout_arg
-from .opargs import duration_arg, reason_arg
+from .args import UsageError, count_arg, json_int, positive_int, timeout_arg
+from .opargs import duration_arg, reason_arg, sent_before_arg
 from ..core.errors import OutboxError
 from ..core.event import loads_strict
 
@@ -30,7 +30,7 @@ DEFAULT_CHECK_TIMEOUT = 10.0  # status --check: UNKNOWN past it (the plugin guid
 def add_commands(command):
     """Add the operator's sub-commands through `command(name, run, help)` (see outbox.cli.main)."""
     status = command("status", run_status, "what to watch: pending, sent, quarantined, oldest pending age, the head "
-                     "item and its attempts (read-only)")
+                     "item and its attempts, each quarantined item and what overtook it (read-only)")
     status.add_argument("--db", required=True, help="existing source DB")
     formats = _formats(status, prometheus_too=True)
     formats.add_argument("--check", action="store_true", help="one line and an exit status by the Nagios/Icinga "
@@ -55,7 +55,8 @@ def add_commands(command):
     _formats(ladder, prometheus_too=False)
 
     listing = command("quarantined", run_quarantined, "every item out of the pending line: seq, id, reason, age, "
-                      "attempts (read-only)")
+                      "attempts, and what overtook it (the count, the first %d ids; read-only)"
+                      % operations.OVERTAKERS_SHOWN)
     listing.add_argument("--db", required=True, help="existing source DB")
     _formats(listing, prometheus_too=False)
 
@@ -86,8 +87,8 @@ def add_commands(command):
                     "pending or quarantined row, never an order row, never the operator's history"
                     % retention.PURGE_BATCH)
     purge.add_argument("--db", required=True, help="existing source DB")
-    purge.add_argument("--sent-before", required=True, metavar="DURATION", type=duration_arg,
-                       help=retention.DURATION_RULE.replace("%", "%%"))
+    purge.add_argument("--sent-before", required=True, metavar="DURATION", type=sent_before_arg,
+                       help=retention.PURGE_RULE.replace("%", "%%"))
 
     upgrade = command("upgrade", run_upgrade, "upgrade an existing source DB to this release's schema, in place, "
                       "in one transaction")
@@ -101,7 +102,11 @@ def run_status(args):
         return _check(args)
     with contextlib.closing(operations.open_store_readonly(args.db)) as con:
         figures = operations.figures(con)
+        if not args.prometheus:
+            open_ones = operations.quarantined(con)
     if args.json:
+        figures["quarantines"] = [{key: item[key] for key in ("id", "seq", "quarantined_at", "overtakers")}
+                                  for item in open_ones]
         print(json.dumps(figures, sort_keys=True))
     elif args.prometheus:
         sys.stdout.write(render_status(figures, written=time.time()))
@@ -112,6 +117,10 @@ def run_status(args):
             print("oldest pending taken in %.0fs ago; head %s (seq %d), attempts %d (%d refused), last error: %s" % (
                 figures["oldest_pending_age_s"], head["id"], head["seq"], head["attempts"],
                 head["permanent_failures"], head["last_error"] or "none"))
+        for item in open_ones:
+            print("quarantined %s (seq %d) since %s, %s" % (
+                item["id"], item["seq"], timestamps.utc(item["quarantined_at"]),
+                evidence.overtaken_text(item["overtakers"])))
     return None
 
 
@@ -200,6 +209,7 @@ def run_quarantined(args):
         print("  seq %d  %s  since %s (%.0f s)  attempts %d (%d refused)  last error: %s  reason: %s" % (
             item["seq"], item["id"], timestamps.utc(item["quarantined_at"]), item["age_s"], item["attempts"],
             item["permanent_failures"], item["last_error_kind"] or "none", item["reason"]))
+        print("    " + evidence.overtaken_text(item["overtakers"]))
 
 
 def run_quarantine(args):
@@ -212,7 +222,7 @@ def run_requeue(args):
     event = None
     if args.event is not None:
         try:
-            event = loads_strict(args.event.encode("utf-8", "surrogateescape"))
+            event = loads_strict(args.event.encode("utf-8", "surrogateescape"), parse_int=json_int)
         except (ValueError, RecursionError) as exc:
             raise ValueError("--event must be one JSON object: %s" % _short(exc)) from None
     with contextlib.closing(_open_existing(args.db)) as con:

@@ -29,7 +29,10 @@ def add_command(command):
                    "(send_http's checks on every request); ride out a sink "
                    "that does not answer (retried for ever, capped backoff with full jitter); alert when the sink "
                    "refuses the head item; SIGTERM or Ctrl-C let the item in flight finish, then exit 0")
-    loop.add_argument("--db", required=True, help="existing source DB")
+    loop.add_argument("--db", required=True, help="existing source DB (see --create)")
+    loop.add_argument("--create", action="store_true", help="create the source DB if it is missing, as the first "
+                      "intake would, and wait for that intake: for a relay started before the service (default: a "
+                      "missing DB is refused, exit 1, so a mistyped path never becomes a new DB watched for ever)")
     loop.add_argument("--url", required=True, type=url_arg,
                       help="the sink, e.g. http://127.0.0.1:8765/events")
     loop.add_argument("--limit", type=limit_arg, default=store.MAX_BATCH,
@@ -57,7 +60,12 @@ def add_command(command):
 
 def run_relay(args):
     if not os.path.isfile(args.db):
-        raise OutboxError("no source DB at %r (intake creates one)" % (args.db,))
+        if not args.create:
+            raise OutboxError("no source DB at %r (intake creates one): start the relay after the first intake, or "
+                              "with --create to create it now" % (args.db,))
+        # Said, never silent: a mistyped path shows here as a new, empty DB.
+        print("relay: no source DB at %r: creating it (--create); nothing to deliver until the first intake"
+              % (args.db,), file=sys.stderr, flush=True)
     tally = relay.Tally()
     metrics = _MetricsFile(args.metrics_file)
     metrics.write(tally, first=True)  # an unwritable path is refused before anything is sent
@@ -164,7 +172,7 @@ def render_relay(tally, *, started=None, written=None):
     lines += prometheus.family(
         "outbox_relay_failures_total", "counter", "Failed sends by kind (transient: no-answer, server-error; "
         "the rest count toward --max-attempts), since it started.",
-        [({"kind": kind}, tally.failures.get(kind, 0)) for kind in sorted(failures.TRANSIENT | failures.PERMANENT)])
+        [({"kind": kind}, tally.failures.get(kind, 0)) for kind in sorted(failures.COUNTED)])
     lines += prometheus.family(
         "outbox_relay_last_success_timestamp_seconds", "gauge", "Unix time of the relay's last round without a "
         "failure (absent before the first).", [({}, tally.last_success)])

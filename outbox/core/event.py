@@ -76,13 +76,14 @@ def payload_digest(payload):
     return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
 
-def loads_strict(data):
+def loads_strict(data, parse_int=int):
     """Parse UTF-8 JSON bytes; an object with a repeated key raises ValueError.
 
     The one way both sides read JSON off the wire: plain json.loads keeps the
     last of two "id" keys, so two readers of one body could disagree on it.
+    `parse_int` as for json.loads (outbox.cli.args.json_int keeps 5000 digits from int()).
     """
-    return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
+    return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_int=parse_int)
 
 
 def _unique_keys(pairs):

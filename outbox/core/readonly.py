@@ -14,8 +14,8 @@ import urllib.parse
 from . import db
 from .errors import OutboxError, WrongDatabase
 
-# What a reader needs, by kind, when SQLite cannot read a WAL without creating its index.
-WRITER_COMMAND = {"source": "python -m outbox upgrade --db %s", "sink": "python -m sink serve --db %s"}
+WRITER_COMMAND = {"source": "python3 -m outbox upgrade --db %s", "sink": "python3 -c \"import sqlite3, sys; "
+                  "sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint')\" %s"}  # a writer rebuilds the -shm
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -70,9 +70,9 @@ def readonly_uri(path, kind):
         return uri + "&immutable=1"
     writer = WRITER_COMMAND[kind] % path if kind in WRITER_COMMAND else "any command that writes to it"
     raise OutboxError(  # audit: G37
-        "cannot read %r without creating a file: its write-ahead log %s holds commits not yet in the main file, "
-        "and %s, the index SQLite needs to read them, is missing; run a command that writes to it as a user who "
-        "may write in %s (%s), then read it again" % (
+        "cannot read %r without creating a file: its write-ahead log %s holds commits not in the main file, and %s, "
+        "the index SQLite needs to read them, is missing; do not remove the -wal. With no process using the DB, a "
+        "user who may write in %s rebuilds the index by opening it to write once: %s; then read it again" % (
             path, os.path.basename(wal), os.path.basename(shm), os.path.dirname(absolute), writer))
 
 

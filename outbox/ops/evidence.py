@@ -82,7 +82,8 @@ def lines(ladder):
 
 
 def _history(history):
-    """One line per quarantine and per retry record, oldest first within each."""
+    """One line per quarantine and per retry record, in time order, then one per quarantine this id overtook."""
+    entries = []
     for record in history["quarantines"]:
         text = "quarantined at seq %d on %s after %d attempt(s) (%s)" % (
             record["seq"], timestamps.utc(record["quarantined_at"]), record["attempts"], record["reason"])
@@ -91,14 +92,30 @@ def _history(history):
             if record["corrected_payload"] is not None:
                 text += ", corrected from %s to %s" % (
                     record["original_payload"] or "(not recorded before schema 3)", record["corrected_payload"])
-        text += "; overtaken by %d sent item(s)" % len(record["overtaken_by"])
-        if record["overtaken_by"]:
-            text += " (seq %s)" % ", ".join(str(seq) for seq in record["overtaken_by"])
-        yield text
+        entries.append((record["quarantined_at"], text + "; " + overtaken_text(record["overtakers"])))
     for record in history["retries"]:
-        yield "retried on %s: reset %d attempt(s), %d refused (last failure: %s)" % (
+        entries.append((record["retried_at"], "retried on %s: reset %d attempt(s), %d refused (last failure: %s)" % (
             timestamps.utc(record["retried_at"]), record["attempts"], record["permanent_failures"],
-            record["last_error_kind"] or "none")
+            record["last_error_kind"] or "none")))
+    # sorted() is stable: records of one time keep their order, quarantines first.
+    for _, text in sorted(entries, key=lambda entry: entry[0]):
+        yield text
+    for record in history["overtook"]:
+        yield "overtook %s (quarantined at seq %d on %s): marked sent while it was out of line%s" % (
+            record["id"], record["seq"], timestamps.utc(record["quarantined_at"]),
+            "" if record["requeued_at"] is None else ", before its requeue on %s" % timestamps.utc(
+                record["requeued_at"]))
+
+
+def overtaken_text(overtakers):
+    """`overtakers` (operations.shown_overtakers) as text: "overtaken by 12 sent item(s): b (seq 2), ... and 2 more"."""
+    text = "overtaken by %d sent item(s)" % overtakers["count"]
+    if overtakers["first"]:
+        text += ": " + ", ".join("%s (seq %d)" % (item["id"], item["seq"]) for item in overtakers["first"])
+    more = overtakers["count"] - len(overtakers["first"])
+    if more:
+        text += " and %d more" % more
+    return text
 
 
 def reading(ladder):

@@ -22,6 +22,9 @@ KINDS = {
 TRANSIENT = frozenset(("no-answer", "server-error"))  # audit: G39
 # The sink answered and refused this item: sending it again the same way will not help.
 PERMANENT = frozenset(("conflict", "rejected", "untrusted-ack", "not-acknowledged", "delivery-error"))  # audit: G39
+# The kinds a relay rides out (retries or counts toward its alert), and counts in its metrics file: every
+# kind but "error", another exception, which ends the relay (docs/operating.md's table says so; a test compares).
+COUNTED = TRANSIENT | PERMANENT
 
 
 def kind_of(error):

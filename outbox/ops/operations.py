@@ -14,6 +14,7 @@ from ..core.errors import OutboxError
 from ..core.event import canonical, validate_event
 
 MAX_REASON_CHARS = 500
+OVERTAKERS_SHOWN = 10  # ids a listing shows of what overtook one quarantine; the count is always whole
 UPGRADE_COMMAND = "python -m outbox upgrade --db %s"
 
 
@@ -178,8 +179,8 @@ def purge_sent_batch(con, sent_before, batch):
         return cur.rowcount
 
 
-def overtaken_by(con, record):
-    """The seqs that overtook the quarantine `record` (a dict with id, seq, requeued_at), lowest first. Read-only.
+def overtakers(con, record):
+    """What overtook the quarantine `record` (a dict: id, seq, requeued_at): (seq, id) pairs, lowest first. Read-only.
 
     They are the rows with a seq above the quarantined one that were marked
     sent while it was out of line: the reordering the quarantine caused.
@@ -191,13 +192,45 @@ def overtaken_by(con, record):
     it), and `purge_sent_batch` writes any it deletes while the quarantine is
     open. mark_sent called by hand, out of seq order, would show up here too.
     """
-    kept = [seq for (seq,) in con.execute(
-        "SELECT seq FROM quarantine_overtaken WHERE quarantine_id = ? ORDER BY seq", (record["id"],))]
+    kept = [(seq, event_id) for seq, event_id in con.execute(
+        "SELECT seq, event_id FROM quarantine_overtaken WHERE quarantine_id = ? ORDER BY seq", (record["id"],))]
     if record["requeued_at"] is not None:  # audit: G43
         return kept
-    sent = [seq for (seq,) in con.execute("SELECT seq FROM outbox WHERE sent = 1 AND seq > ? ORDER BY seq",
-                                          (record["seq"],))]
+    sent = [(seq, event_id) for seq, event_id in con.execute(
+        "SELECT seq, event_id FROM outbox WHERE sent = 1 AND seq > ? ORDER BY seq", (record["seq"],))]
     return sorted(set(kept) | set(sent))
+
+
+def overtaken_by(con, record):
+    """The seqs of `overtakers(con, record)`, lowest first. Read-only."""
+    return [seq for seq, _ in overtakers(con, record)]
+
+
+def shown_overtakers(pairs, shown=OVERTAKERS_SHOWN):
+    """`pairs` (overtakers' (seq, id)) bounded for a listing: {"count": all of them, "first": the first `shown`
+    as {"id", "seq"} dicts}."""
+    return {"count": len(pairs), "first": [{"id": event_id, "seq": seq} for seq, event_id in pairs[:shown]]}
+
+
+def overtook(con, event_id):
+    """The quarantines `event_id` overtook (it was marked sent while they were out of line ahead of it). Read-only.
+
+    The reverse of `overtakers`, from the same two sources: the overtakers a
+    requeue or a purge wrote into a quarantine record, and, for an open
+    quarantine, the sent row of `event_id` if its seq is above the
+    quarantined one. So it outlives the purge of either row. Dicts id (the
+    quarantined item's), seq (where it stood), quarantined_at,
+    requeued_at (None while it is out of line), oldest quarantine first.
+    """
+    keys = ("id", "seq", "quarantined_at", "requeued_at")
+    return [dict(zip(keys, row)) for row in con.execute(
+        "SELECT q.event_id, q.seq, q.quarantined_at, q.requeued_at, q.id FROM quarantine_overtaken AS t "
+        "JOIN quarantines AS q ON q.id = t.quarantine_id WHERE t.event_id = ? "
+        "UNION SELECT q.event_id, q.seq, q.quarantined_at, q.requeued_at, q.id FROM quarantines AS q "
+        "JOIN outbox AS o ON o.event_id = ? AND o.sent = 1 AND o.seq > q.seq WHERE q.requeued_at IS NULL "
+        "ORDER BY 3, 5",
+        (event_id, event_id),
+    )]
 
 
 def figures(con):
@@ -243,13 +276,24 @@ def quarantined(con):
     """Every item out of the pending line, in seq order, as dicts. Read-only.
 
     id, seq, reason, quarantined_at (Unix seconds), attempts,
-    permanent_failures, last_error, last_error_kind: the row as it stands.
+    permanent_failures, last_error, last_error_kind: the row as it stands;
+    overtakers: what overtook it while it is out (shown_overtakers: the
+    count, and the first OVERTAKERS_SHOWN ids and seqs).
     """
     keys = ("id", "seq", "reason", "quarantined_at", "attempts", "permanent_failures", "last_error",
             "last_error_kind")
-    return [dict(zip(keys, row)) for row in con.execute(
-        "SELECT event_id, seq, quarantine_reason, quarantined_at, attempts, permanent_failures, last_error, "
-        "last_error_kind FROM outbox WHERE sent = 0 AND quarantined_at IS NOT NULL ORDER BY seq")]
+    items = []
+    # The open record (requeued_at NULL): one at most per id, as quarantine refuses a quarantined id.
+    for row in con.execute(
+            "SELECT o.event_id, o.seq, o.quarantine_reason, o.quarantined_at, o.attempts, o.permanent_failures, "
+            "o.last_error, o.last_error_kind, q.id FROM outbox AS o LEFT JOIN quarantines AS q "
+            "ON q.event_id = o.event_id AND q.requeued_at IS NULL "
+            "WHERE o.sent = 0 AND o.quarantined_at IS NOT NULL ORDER BY o.seq").fetchall():
+        item = dict(zip(keys, row))
+        record = {"id": row[-1], "seq": item["seq"], "requeued_at": None}
+        item["overtakers"] = shown_overtakers(overtakers(con, record))
+        items.append(item)
+    return items
 
 
 def observe(con, event_id):
@@ -260,8 +304,10 @@ def observe(con, event_id):
     last_attempt_at, last_error, last_error_kind) and quarantine (the latest
     quarantine record or None). `history` does not depend on the outbox row,
     so a purge leaves it whole: {"quarantines": every quarantine record, oldest
-    first, each with the seqs that overtook it (`overtaken_by`); "retries":
-    every retry record}. Read-only.
+    first, each with the seqs that overtook it (`overtaken_by`) and those
+    bounded with their ids (`overtakers`: shown_overtakers); "retries":
+    every retry record; "overtook": the quarantines this id overtook
+    (`overtook`)}. Read-only.
     """
     order = con.execute("SELECT id, sku, qty, created_at FROM orders WHERE id = ?", (event_id,)).fetchone()
     if order is not None:
@@ -274,7 +320,9 @@ def observe(con, event_id):
         (event_id,),
     )]
     for record in records:
-        record["overtaken_by"] = overtaken_by(con, record)
+        pairs = overtakers(con, record)
+        record["overtaken_by"] = [seq for seq, _ in pairs]
+        record["overtakers"] = shown_overtakers(pairs)
     keys = ("id", "seq", "retried_at", "attempts", "permanent_failures", "last_error", "last_error_kind")
     retries = [dict(zip(keys, record)) for record in con.execute(
         "SELECT id, seq, retried_at, attempts, permanent_failures, last_error, last_error_kind FROM retries "
@@ -285,7 +333,7 @@ def observe(con, event_id):
     if row is not None:
         row["state"] = "sent" if row["sent"] else "pending" if row["quarantined_at"] is None else "quarantined"
         row["quarantine"] = records[-1] if records else None
-    return order, row, {"quarantines": records, "retries": retries}
+    return order, row, {"quarantines": records, "retries": retries, "overtook": overtook(con, event_id)}
 
 
 _ROW_KEYS = ("seq", "event_id", "payload", "sent", "attempts", "permanent_failures", "last_attempt_at", "last_error",

@@ -279,8 +279,10 @@ class _Progress:
         if now - self.at < PROGRESS_EVERY:
             return
         pending = operations.figures(self.con)["pending"]
-        self.say("relay: delivered %d, failed %d, pending %d, %.1f events/s over the last %.1f s" % (
-            tally.sent, tally.failed(), pending, (tally.sent - self.sent) / (now - self.at), now - self.at))
+        # The time last, so the line still starts as it always did ("relay: delivered N, ..."), for what parses it.
+        self.say("relay: delivered %d, failed %d, pending %d, %.1f events/s over the last %.1f s, at %s" % (
+            tally.sent, tally.failed(), pending, (tally.sent - self.sent) / (now - self.at), now - self.at,
+            timestamps.utc(self.clock.now())))
         self.at, self.sent = now, tally.sent
 
 
