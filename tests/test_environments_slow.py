@@ -14,7 +14,8 @@ import subprocess
 import unittest
 
 from tests.support import (
-    TempDirTestCase, copy_kit, give_to_unprivileged, python_env, set_tree_mode, tree_listing, unprivileged_python,
+    TempDirTestCase, checked_by_make_test, copy_kit, give_to_unprivileged, python_env, set_tree_mode, tree_listing,
+    unprivileged_python,
 )
 
 # The nested suite: the modules that write files or start the CLIs, the races
@@ -39,6 +40,9 @@ class ReadOnlyCopyTest(TempDirTestCase):
         self.python, reason = unprivileged_python()
         if self.python is None:
             self.skipTest(reason)
+        again = checked_by_make_test(self.python[-1])
+        if again:
+            self.skipTest(again)
         os.chmod(self.tmp, 0o755)
         self.kit = self.path("kit")
         os.mkdir(self.kit)
