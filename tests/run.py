@@ -30,6 +30,7 @@ import concurrent.futures
 import glob
 import json
 import os
+import signal
 import subprocess
 import time
 import unittest
@@ -141,6 +142,11 @@ def main(argv=None):
     jobs = max(1, min(args.jobs, len(names)))
     started = time.monotonic()
     compile_sources()
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # A suite started in the background by a shell (`make test &`) inherits SIGINT ignored, and so would
+        # every grade.py its tests send Ctrl-C to: they would fail for the shell's reason. Its workers get the
+        # default back (a handler is reset to the default at exec; an ignored signal stays ignored).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     seconds = {}
 
