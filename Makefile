@@ -4,7 +4,7 @@ PYTHON ?= python3
 test:
 	$(PYTHON) tests/run.py
 
-# The suite and the grader under every CPython found here (PATH and pyenv), one line each.
+# The suite and the grader under every CPython version found here (PATH and pyenv), one build each, one line each.
 # SKIP=python3 leaves out an interpreter already tested (CI: the one `make test` ran).
 test-all:
 	$(PYTHON) tests/all_pythons.py $(foreach p,$(SKIP),--skip $(p))

@@ -215,8 +215,10 @@ def check(python, info):
     return ok, line, detail
 
 
-def one_per_version(pythons, done):
+def one_per_version(pythons, infos, done):
     """`pythons` without a second build of a version (implementation, major.minor) checked or in `done`.
+
+    `infos`: each python's probe(); `done`: the probes of those checked already (left out with --skip).
 
     Two builds of one version run the same suite to the same end; a second
     one costs CI a suite's minutes. What a system build alone exercises (the
@@ -226,7 +228,7 @@ def one_per_version(pythons, done):
     seen = {(info[0], info[1]) for info in done if info is not None}
     kept = []
     for python in pythons:
-        info = probe(python)
+        info = infos[python]
         key = None if info is None else (info[0], info[1])
         if key is not None and key in seen:
             print("skip %s: %s %d.%d is checked already (--every-build checks it too)" % ((python, info[0]) + info[1]))
@@ -258,8 +260,9 @@ def main(argv=None):
     for python in [p for p in pythons if os.path.realpath(p) in skipped]:
         print("skip %s: left out with --skip" % python)
         pythons.remove(python)
+    infos = {python: probe(python) for python in pythons}
     if not args.every_build:
-        pythons = one_per_version(pythons, [probe(name) for name in skipped.values()])
+        pythons = one_per_version(pythons, infos, [probe(name) for name in skipped.values()])
     if args.list:
         print("\n".join(pythons))
         return 0
@@ -267,7 +270,6 @@ def main(argv=None):
         print("all_pythons: no interpreter found", file=sys.stderr)
         return 1
     started = time.monotonic()
-    infos = {python: probe(python) for python in pythons}
     # Oldest first, so the report reads as a ladder; those that do not run go last.
     pythons.sort(key=lambda python: (infos[python] is None, infos[python][1] if infos[python] else ()))
     results = []
