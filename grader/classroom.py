@@ -10,6 +10,7 @@ import collections
 import concurrent.futures
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -195,6 +196,41 @@ class Graded:
         return {status: statuses.count(status) for status in ("pass", "fail", "error")}
 
 
+class Tasks:
+    """The checks a class run hands to its pool: none starts after a stop, and stop() waits for the running ones.
+
+    The pool's own bookkeeping is not enough: a signal that unwinds the main
+    thread inside pool.submit, while it starts a thread, leaves that thread
+    running a check the pool never joins, and its folder came back after the
+    temporary directory was removed.
+    """
+
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.running = 0
+        self.stopped = False
+
+    def run(self, one, check, lang):
+        """One check of `one` (in a pool thread): its result; None once stop() was called."""
+        with self.changed:
+            if self.stopped:
+                return None
+            self.running += 1
+        try:
+            return one.run(check, lang)
+        finally:
+            with self.changed:
+                self.running -= 1
+                self.changed.notify_all()
+
+    def stop(self):
+        """Start no more checks; return once none is running (each is bounded by its steps' time-outs)."""
+        with self.changed:
+            self.stopped = True
+            while self.running:
+                self.changed.wait()
+
+
 def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, on_tick=None):
     """Grade every worker with `checks`, --jobs tasks at once; a list of Graded, in the workers' order.
 
@@ -205,6 +241,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
     graded, futures, order = [], {}, {}
     folders = collections.Counter(os.path.dirname(worker.path) for worker in workers)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
+    tasks = Tasks()
     try:
         for worker in workers:
             grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
@@ -224,7 +261,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
                 continue
             one.tasks = len(checks)
             for check in checks:
-                future = pool.submit(one.run, check, lang)
+                future = pool.submit(tasks.run, one, check, lang)
                 futures[future], order[future] = one, len(order)
         waiting = set(futures)
         while waiting:
@@ -242,7 +279,8 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
             if on_tick and not finished:
                 on_tick()
     finally:
-        PROCESSES.kill_all()
+        PROCESSES.kill_all()  # no step starts from here on
+        tasks.stop()
         pool.shutdown(wait=True)
         for one in graded:
             one.grader.close()

@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -21,7 +22,8 @@ from grader.registry import POINTS
 from grader.render.summary import SORT_SCRIPT
 from tests.grade_mutants import GRADE, grade
 from tests.schema_subset import SchemaError, errors
-from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, run_two_at_a_time, write_worker
+from tests.support import (ROOT, TempDirTestCase, python_env, run_on_a_terminal, run_two_at_a_time, wait_until,
+                           write_worker)
 
 with open(os.path.join(ROOT, "docs", "report.schema.json"), encoding="utf-8") as _f:
     SCHEMA = json.load(_f)
@@ -479,3 +481,38 @@ class SchemaValidatorTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TasksTest(unittest.TestCase):
+    """grader.classroom.Tasks: after a stop no check starts, and stop() returns only once the running ones ended."""
+
+    class Worker:
+        def __init__(self):
+            self.started, self.release, self.calls = threading.Event(), threading.Event(), []
+
+        def run(self, check, lang):
+            self.calls.append(check)
+            self.started.set()
+            if not self.release.wait(60):
+                raise AssertionError("never released")
+            return {"name": check}
+
+    def test_stop_waits_for_a_running_check_and_none_starts_after_it(self):
+        from grader.classroom import Tasks
+        tasks, one, results, stopped = Tasks(), self.Worker(), [], threading.Event()
+        running = threading.Thread(target=lambda: results.append(tasks.run(one, "first", "en")))
+        running.start()
+        self.addCleanup(running.join, 60)
+        self.addCleanup(one.release.set)
+        self.assertTrue(one.started.wait(60))
+        stopper = threading.Thread(target=lambda: (tasks.stop(), stopped.set()))
+        stopper.start()
+        self.addCleanup(stopper.join, 60)
+        wait_until(lambda: tasks.stopped, what="stop() to begin")
+        self.assertFalse(stopped.wait(0.2), "stop() returned while a check was still running")
+        self.assertEqual(tasks.running, 1)
+        one.release.set()
+        self.assertTrue(stopped.wait(60))
+        self.assertEqual(results, [{"name": "first"}])
+        self.assertIsNone(tasks.run(one, "second", "en"))
+        self.assertEqual(one.calls, ["first"])

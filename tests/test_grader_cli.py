@@ -113,7 +113,7 @@ class GradeCommandLineTest(TempDirTestCase):
                 self.assertIn("interrupted", err)
                 self.assertNotIn("Traceback", err)
                 self.assertEqual(children_running(worker), [])
-                self.assertEqual(os.listdir(tmp), [])
+                self.assertEqual(os.listdir(tmp), [], left_in(tmp))
                 shutil.rmtree(tmp)
 
     def test_children_end_when_the_grader_is_killed(self):
@@ -124,6 +124,11 @@ class GradeCommandLineTest(TempDirTestCase):
         proc.communicate(timeout=30)
         wait_until(lambda: children_running(worker) == [], what="orphaned children to exit")
 
+
+
+def left_in(top):
+    """Every path under `top`, for a failure's message: what the grader left is what to look at."""
+    return "\n".join(os.path.join(folder, name) for folder, dirs, files in os.walk(top) for name in dirs + files)
 
 
 class GraderErrorTest(unittest.TestCase):
