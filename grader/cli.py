@@ -53,8 +53,34 @@ class Stopped(BaseException):
 
 def stop_on_signal(signum, frame):
     # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so every finally
-    # below runs: children are killed, temporary DBs removed.
+    # below runs: children are killed, temporary DBs removed. Any later signal is
+    # ignored: unwinding that cleanup half-way would leave what it was removing.
+    # It is bounded (no step starts once stopping; each running one is killed).
+    # A handler that does nothing, not SIG_IGN: a signal already caught but not yet handled
+    # would then raise OSError ("ignored due to race condition") in the middle of the cleanup.
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
+            signal.signal(getattr(signal, name), ignore_signal)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Stopped(signum)
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")  # SIGHUP: not on Windows
+
+
+def ignore_signal(signum, frame):
+    pass
+
+
+def stop_on_signals():
+    """Unwind on SIGTERM, SIGHUP and Ctrl-C alike (stop_on_signal); a SIGINT this process was started ignoring stays so."""
+    for name in STOP_SIGNALS:
+        if not hasattr(signal, name):
+            continue
+        number = getattr(signal, name)
+        if name != "SIGINT" or signal.getsignal(number) is signal.default_int_handler:
+            signal.signal(number, stop_on_signal)
 
 
 def evidence_table(raw, lang):
@@ -315,9 +341,7 @@ def grade(args):
         return EXIT_OK
     if args.merge is not None:
         return merge(args)
-    signal.signal(signal.SIGTERM, stop_on_signal)
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, stop_on_signal)
+    stop_on_signals()
     selected = [c for c in CHECKS if not args.only or c.name in args.only]
     names = [c.name for c in selected]
     args.limits = default_limits(args.timeout, args.memory, args.file_size)

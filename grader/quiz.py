@@ -21,7 +21,7 @@ import unicodedata
 from . import __version__
 from .cli import (
     EXIT_FAILED, EXIT_GRADER_ERROR, EXIT_OK, EXIT_USAGE, REFERENCE, Stopped, evidence_table, json_evidence,
-    stop_on_signal,
+    stop_on_signals,
 )
 from .common import Fail
 from .messages import MESSAGES, render, text
@@ -48,9 +48,7 @@ class ReferenceFailed(Exception):
 
 def main(args):
     """The whole quiz for parsed grade.py arguments (--lang, --json, --seed as quiz_seed, --timeout, --keep); returns the exit status."""
-    signal.signal(signal.SIGTERM, stop_on_signal)
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, stop_on_signal)
+    stop_on_signals()
     lang = args.lang
     seed = args.quiz_seed if args.quiz_seed is not None else random.SystemRandom().randrange(SEEDS)
     interactive = sys.stdin is not None and sys.stdin.isatty()

@@ -1,10 +1,12 @@
 """grade.py as a command line: usage errors, exit statuses, signals, pipes, any directory, no leftovers."""
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 import unittest
 
 from tests.grade_mutants import GRADE, grade
@@ -115,6 +117,29 @@ class GradeCommandLineTest(TempDirTestCase):
                 self.assertEqual(children_running(worker), [])
                 self.assertEqual(os.listdir(tmp), [], left_in(tmp))
                 shutil.rmtree(tmp)
+
+    def test_signals_during_the_cleanup_leave_nothing_behind(self):
+        # Issue 23: a second Ctrl-C (or SIGTERM) while the first one's cleanup runs must not unwind it half-way.
+        if not os.path.isdir("/proc"):
+            self.skipTest("finding the grader's children needs /proc")
+        proc, worker, tmp = self.start_hanging_grader()
+        proc.send_signal(signal.SIGTERM)
+        deadline, sent = time.monotonic() + 30, 0
+        while proc.poll() is None and time.monotonic() < deadline:  # more signals until it has ended
+            proc.send_signal((signal.SIGINT, signal.SIGTERM)[sent % 2])
+            sent += 1
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.002)
+        out, err = proc.communicate(timeout=30)
+        self.assertGreater(sent, 0)
+        # Whichever of SIGINT and SIGTERM was handled first decides the status. One that comes once the cleanup is
+        # over, while the interpreter exits (which gives every signal its default action back), ends it by that
+        # signal: a shell shows 128 + N for that too.
+        self.assertIn(proc.returncode, (130, 143, -signal.SIGINT, -signal.SIGTERM), err)
+        self.assertIn("interrupted", err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(children_running(worker), [])
+        self.assertEqual(os.listdir(tmp), [], left_in(tmp))
 
     def test_children_end_when_the_grader_is_killed(self):
         if not os.path.isdir("/proc"):
