@@ -92,7 +92,7 @@ def _scalar(number, text):
 def exported_metrics():
     """Every metric name the kit writes: status --prometheus, the relay's metrics file, the sink's /metrics."""
     figures = {"pending": 1, "sent": 1, "quarantined": 1, "oldest_pending_age_s": 1.0, "max_attempts_pending": 1,
-               "head": {"attempts": 1, "permanent_failures": 1}}
+               "head": {"attempts": 1, "permanent_failures": 1, "retried": 1}}
     tally = relay.Tally()
     tally.last_success = 1.0
     status = {"applied": 1, "duplicates": 1, "conflicts": 1, "last_delivery_unix": 1.0, "inventory": {"s": 1}}

@@ -42,7 +42,7 @@ class StatusFiguresTest(TempDirTestCase):
             self.assertEqual(outbox("intake", "--db", db, "--id", event_id, "--sku", "snack", "--qty", "1").returncode, 0)
         empty = status_json(db)
         self.assertEqual(empty["head"], {"id": "a-1", "seq": 1, "attempts": 0, "permanent_failures": 0,
-                                         "last_error": None, "last_error_kind": None})
+                                         "last_error": None, "last_error_kind": None, "retried": 0})
         with LoopbackServer(ack_all_but("b-2")) as sink:
             for _ in range(2):
                 self.assertEqual(outbox("dispatch", "--db", db, "--url", sink.url()).returncode, 1)
@@ -57,6 +57,12 @@ class StatusFiguresTest(TempDirTestCase):
             samples = parse_prometheus(outbox("status", "--db", db, "--prometheus").stdout)
             self.assertEqual(samples[("outbox_pending", ())], 2)
             self.assertEqual(samples[("outbox_head_attempts", ())], 2)
+            self.assertEqual(samples[("outbox_head_retried", ())], 0)
+            self.assertEqual(outbox("retry", "b-2", "--db", db).returncode, 0)
+            samples = parse_prometheus(outbox("status", "--db", db, "--prometheus").stdout)
+            self.assertEqual((samples[("outbox_head_attempts", ())], samples[("outbox_head_retried", ())]), (0, 1))
+            self.assertIn("retried 1 by hand, not delivered yet", outbox("status", "--db", db).stdout)
+            self.assertEqual(outbox("dispatch", "--db", db, "--url", sink.url()).returncode, 1)
 
             result = outbox("quarantine", "b-2", "--db", db, "--reason", "sink answers 500 for it")
             self.assertEqual(result.returncode, 0, result.stderr)
@@ -72,7 +78,7 @@ class StatusFiguresTest(TempDirTestCase):
         ladder = json.loads(outbox("evidence", "b-2", "--db", db, "--json").stdout)
         self.assertEqual(ladder["outbox"]["state"], "quarantined")
         self.assertEqual(ladder["outbox"]["quarantine"]["overtaken_by"], [3])
-        self.assertEqual(ladder["outbox"]["quarantine"]["attempts"], 2)
+        self.assertEqual(ladder["outbox"]["quarantine"]["attempts"], 1)  # the one after the retry
 
     def test_sink_status(self):
         db = self.path("sink.db")

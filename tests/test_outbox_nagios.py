@@ -5,7 +5,7 @@ import subprocess
 import unittest
 
 from outbox import __version__, init_store, intake
-from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, TempDirTestCase, python_env, reply, run_cli
+from tests.support import DEADLINE, PYTHON, ROOT, LoopbackServer, TempDirTestCase, echo_ack, python_env, reply, run_cli
 
 
 def outbox(*args):
@@ -74,6 +74,21 @@ class CheckTest(TempDirTestCase):
         self.assertEqual(status, 1, summary)
         self.assertIn("the sink refused head a 1 time(s) (conflict)", summary)
         self.assertEqual(perf["head_refused"], "1;0;;0")  # its WARNING threshold is in the warn field
+
+    def test_a_retried_head_stays_a_warning_until_it_is_delivered(self):
+        # Issue 29: retry sets the refusals back to 0; the incident is over only once the head is delivered.
+        with LoopbackServer(lambda handler, body: reply(handler, 409, '{"error": "conflict"}')) as sink:
+            self.assertEqual(outbox("dispatch", "--db", self.db, "--url", sink.url()).returncode, 1)
+        self.assertEqual(outbox("retry", "a", "--db", self.db, "--force").returncode, 0)
+        status, summary, perf = self.check()
+        self.assertEqual(status, 1, summary)
+        self.assertIn("head a was retried by hand 1 time(s) and is not delivered yet", summary)
+        self.assertEqual((perf["head_refused"], perf["head_retried"]), ("0;0;;0", "1;0;;0"))
+        with LoopbackServer(echo_ack) as sink:
+            self.assertEqual(outbox("dispatch", "--db", self.db, "--url", sink.url()).returncode, 0)
+        status, summary, perf = self.check()
+        self.assertEqual(status, 0, summary)
+        self.assertEqual(perf["head_retried"], "0;0;;0")
 
     def test_the_plugin_guidelines_short_flags_are_the_long_ones(self):
         self.age("b", 600)

@@ -203,6 +203,27 @@ class HistoryTest(TempDirTestCase):
                          (1, 3, 3, "not-acknowledged"))
         self.assertEqual([e["id"] for e in pending(con)], ["a", "b", "c", "d", "e"])  # no reordering
 
+    def test_a_retried_head_says_so_until_it_is_delivered(self):
+        # Issue 29: retry clears the refusals the alert read; `retried` keeps the incident open until a delivery.
+        con = self.con
+        self.assertEqual(operations.head(con)["retried"], 0)
+        for times in (1, 2):
+            with self.assertRaises(NotAcknowledged):
+                dispatch(con, lambda event: False, **attempts.hooks(con))
+            operations.retry(con, "a")
+            self.assertEqual((operations.head(con)["id"], operations.head(con)["retried"]), ("a", times))
+        self.assertTrue(mark_sent(con, "a"))
+        self.assertEqual((operations.head(con)["id"], operations.head(con)["retried"]), ("b", 0))
+        with self.assertRaises(NotAcknowledged):
+            dispatch(con, lambda event: False, **attempts.hooks(con))
+        operations.retry(con, "b")
+        operations.quarantine(con, "b", "bad sku")
+        operations.requeue(con, "b")  # back at the tail, in a new place: its retries were for the old one
+        self.assertEqual([(item["id"], item["retried"]) for item in [operations.head(con)]], [("c", 0)])
+        for event_id in ("c", "d", "e"):
+            self.assertTrue(mark_sent(con, event_id))
+        self.assertEqual((operations.head(con)["id"], operations.head(con)["retried"]), ("b", 0))
+
     def test_retry_of_an_item_last_refused_as_a_conflict_needs_force(self):
         con = self.con
 

@@ -114,9 +114,10 @@ def run_status(args):
         print("pending %d, sent %d, quarantined %d" % (figures["pending"], figures["sent"], figures["quarantined"]))
         head = figures["head"]
         if head is not None:
-            print("oldest pending taken in %.0fs ago; head %s (seq %d), attempts %d (%d refused), last error: %s" % (
-                figures["oldest_pending_age_s"], head["id"], head["seq"], head["attempts"],
-                head["permanent_failures"], head["last_error"] or "none"))
+            print("oldest pending taken in %.0fs ago; head %s (seq %d), attempts %d (%d refused%s), last error: %s" % (
+                figures["oldest_pending_age_s"], head["id"], head["seq"], head["attempts"], head["permanent_failures"],
+                ", retried %d by hand, not delivered yet" % head["retried"] if head["retried"] else "",
+                head["last_error"] or "none"))
         for item in open_ones:
             print("quarantined %s (seq %d) since %s, %s" % (
                 item["id"], item["seq"], timestamps.utc(item["quarantined_at"]),
@@ -174,6 +175,8 @@ def render_status(figures, *, written=None):
          head["attempts"] if head else 0),
         ("outbox_head_permanent_failures", "Times the sink refused the head item (the relay alerts at "
          "--max-attempts); 0 when none.", head["permanent_failures"] if head else 0),
+        ("outbox_head_retried", "Times `outbox retry` reset the head item, which is not delivered yet "
+         "(OutboxHeadStuck holds until it is); 0 when none.", head["retried"] if head else 0),
         ("outbox_max_attempts_pending", "Most delivery attempts of any pending item.", figures["max_attempts_pending"]),
         ("outbox_status_timestamp_seconds", "Unix time these figures were read (OutboxStatusStale reads it).",
          written),

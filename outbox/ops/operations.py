@@ -261,7 +261,10 @@ def head(con):
     """The first item of the pending line, or None. Read-only.
 
     A dict: id, seq, attempts, permanent_failures (the count the relay's alert
-    reads), last_error, last_error_kind (outbox.ops.failures.KINDS, or None).
+    reads), last_error, last_error_kind (outbox.ops.failures.KINDS, or None),
+    retried: how many times `retry` reset it in its present place in line (a
+    requeue gives it a new one). A retry clears the attempt record, not the
+    incident: the alerts read `retried` until the item is delivered.
     """
     row = con.execute(
         "SELECT event_id, seq, attempts, permanent_failures, last_error, last_error_kind FROM outbox "
@@ -269,7 +272,10 @@ def head(con):
     ).fetchone()
     if row is None:
         return None
-    return dict(zip(("id", "seq", "attempts", "permanent_failures", "last_error", "last_error_kind"), row))
+    item = dict(zip(("id", "seq", "attempts", "permanent_failures", "last_error", "last_error_kind"), row))
+    item["retried"] = con.execute(
+        "SELECT count(*) FROM retries WHERE event_id = ? AND seq = ?", (item["id"], item["seq"])).fetchone()[0]
+    return item
 
 
 def quarantined(con):
