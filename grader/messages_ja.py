@@ -3,7 +3,9 @@
 Pure data, imported by messages.py. Sentences in です/ます; terse labels stay terse; an expected
 line (期待) is a condition ending in こと (what must hold), never what happened. The worker's own
 text (an exception, a message it raised) is quoted in 「」. Identifiers, check names, table names
-and code stay in English, backticked where the English backticks them; program values that the
+and code stay in English, backticked where the English backticks them, with a space on each side
+(`send_http` で, DeliveryError を); abbreviations used as words attach without one (DB, ACK, ID,
+JSON, URL, dict, str: 受付DB, ACKの規則). Program values that the
 report shows (pending, sent, applied, duplicate, present, absent, source, sink) go through
 {field:term}, so they read in Japanese.
 Terms follow the lab text and docs/glossary.ja.md (a test holds every Japanese text to it):
@@ -165,7 +167,7 @@ JA = {
     "usage.empty-dir": "--impl {path}: このディレクトリには*.pyも*/worker.pyもありません",
     "usage.duplicate": "{name}という名前のワーカーが2つあります: {first}と{second}。ワーカーごとに別の名前（ファイル名の拡張子を除いた部分か、ディレクトリ名）が必要です",
     "cli.protections-off": "grade.py: このシステムでは次の保護が働きません: {off}",
-    "protection.limits": "資源の上限（`resource`モジュールがありません）",
+    "protection.limits": "資源の上限（`resource` モジュールがありません）",
     "protection.orphans": "setsid()や二重forkでセッションを離れたプロセスの終了（PR_SET_CHILD_SUBREAPERがありません）",
     "report.output": "     {blank:<22} 出力: 計{printed}、うち{dropped}を破棄（各ストリームの先頭と末尾の{kept}だけを残しています）",
     "size.bytes": "{count}バイト",
@@ -448,7 +450,7 @@ JA = {
     "stop-on-first-failure.passed": "Aは完了、Bの例外はそのまま呼び出し元に届き、Cは送られず、次の呼び出しでB、Cの順に送ること",
     # no-lock-during-send
     "lock.outside": "sendの実行中、dispatch自身の接続がトランザクションの外にあること",
-    "lock.in-transaction": "`{id}` のsendの中で con.in_transaction がTrueでした",
+    "lock.in-transaction": "`{id}` のsendの中で con.in_transaction が True でした",
     "lock.each-committed": "`{id}` のsendが始まる時点で、それより前の項目にはすべて完了印が付いてコミット済みであること（別の接続から見えること）。コミットは項目ごとに1回で、バッチごとに1回ではありません",
     "lock.earlier": "別の接続から見た、それより前の項目: {flags}",
     "lock.begin": "sendの実行中に、別の接続がBEGIN IMMEDIATEを開始できること",

@@ -129,6 +129,20 @@ def page_text(path):
     return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>|<script>.*?</script>", "", page)))
 
 
+KANA_OR_KANJI = re.compile("[\u3041-\u3096\u30a1-\u30fa\u30fc\u4e00-\u9fff]")  # not the 「・」 between items
+
+
+def code_spans_touching_kana_or_kanji(text):
+    """The `code` spans of `text` with kana or a kanji right before or after them (its backticks paired in order)."""
+    parts = text.split("`")
+    touching = []
+    for n in range(1, len(parts) - 1, 2):  # odd parts are inside backticks
+        before, after = parts[n - 1][-1:], parts[n + 1][:1]
+        if KANA_OR_KANJI.match(before) or KANA_OR_KANJI.match(after):
+            touching.append(parts[n])
+    return touching
+
+
 class JapaneseTableTest(unittest.TestCase):
     def test_every_message_is_translated_not_copied(self):
         english, japanese = messages.MESSAGES["en"], messages.MESSAGES["ja"]
@@ -144,6 +158,15 @@ class JapaneseTableTest(unittest.TestCase):
                 continue
             with self.subTest(message_id=message_id):
                 self.assertRegex(template, "[\u3000-\u30ff\u4e00-\u9fff]")
+
+    def test_code_spans_stand_apart_from_japanese_by_a_space(self):
+        # messages_ja's rule (issue 26): `send_http` で, never `send_http`で; the same in the quiz's texts.
+        texts = dict(messages.MESSAGES["ja"])
+        texts.update(("quiz %d" % n, json.dumps(question, ensure_ascii=False)) for n, question in enumerate(QUESTIONS))
+        for name, template in texts.items():
+            touching = code_spans_touching_kana_or_kanji(template)
+            with self.subTest(message=name):
+                self.assertEqual(touching, [], template)
 
     def test_the_two_report_lines_stay_aligned(self):
         expected = messages.text("ja", "report.expected", verdict="FAIL", name="mark-sent", expected="x")
