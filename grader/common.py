@@ -70,6 +70,10 @@ def wrong_class(kind, got, mro, error):
 
 
 QUERY_S = 5.0  # seconds one statement of the grader's own on a worker's DB may run before it is interrupted
+# Bytes of one value (or row) the grader reads from a worker's DB. The contract's values are ids, skus and
+# payloads of a few hundred bytes: a worker's 60 MB payload was read whole into the grader's own process,
+# once per check, and a class of them took it past 300 MB. Python 3.11+ only (Connection.setlimit).
+VALUE_BYTES = 1 << 20
 # The contract's tables: a view (or anything else) by one of these names is a failed check, not a query to run.
 CONTRACT_TABLES = ("orders", "outbox", "inbox", "deliveries", "inventory")
 
@@ -87,12 +91,19 @@ def bounded(con, seconds=None):
     started = [time.monotonic()]
     con.set_trace_callback(lambda statement: started.__setitem__(0, time.monotonic()))  # each statement's start
     con.set_progress_handler(lambda: time.monotonic() - started[0] > seconds, 10000)
+    if hasattr(con, "setlimit"):  # 3.11+; before, a value is bounded by the worker's file size only (--file-size)
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_BYTES)
     return con
 
 
 def interrupted(exc):
     """Whether `exc` is a statement that `bounded` interrupted."""
     return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
+
+
+def too_big(exc):
+    """Whether `exc` is a read that `bounded` refused: a value (or row) over VALUE_BYTES."""
+    return isinstance(exc, sqlite3.DataError) and str(exc) == "string or blob too big"
 
 
 def read_only(path):

@@ -47,10 +47,6 @@ class ReadOnlyObserverTest(TempDirTestCase):
         self.assertFalse(os.path.exists(self.path("missing.db")))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 # Minutes of work for SQLite (a billion rows, none returned): endless for the grader, bounded for the test.
 ENDLESS = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 1000000000) "
            "SELECT n AS id FROM r WHERE n < 0")
@@ -97,3 +93,32 @@ class BoundedReadTest(TempDirTestCase):
         with self.assertRaises(sqlite3.OperationalError) as caught:
             con.execute("SELECT * FROM endless").fetchall()
         self.assertTrue(common.interrupted(caught.exception))
+
+    def test_a_value_over_the_bound_is_refused_not_read_and_is_the_workers_verdict(self):
+        if not hasattr(sqlite3.Connection, "setlimit"):
+            self.skipTest("Connection.setlimit is Python 3.11+; before, the worker's file size bounds a value")
+        from grader.classroom import run_check
+        from grader.registry import Check
+        path = self.worker_db("CREATE TABLE outbox (seq INTEGER PRIMARY KEY, payload TEXT)",
+                              "INSERT INTO outbox (payload) VALUES ('{}')",
+                              "INSERT INTO outbox (payload) VALUES (substr(hex(zeroblob(%d)), 1, %d))"
+                              % (common.VALUE_BYTES, common.VALUE_BYTES + 1))
+        con = common.read_only(path)
+        self.addCleanup(con.close)
+        self.assertEqual(con.execute("SELECT payload FROM outbox WHERE seq = 1").fetchall(), [("{}",)])
+        with self.assertRaises(sqlite3.Error) as caught:
+            con.execute("SELECT payload FROM outbox WHERE seq = 2").fetchall()
+        self.assertTrue(common.too_big(caught.exception))
+
+        class Grader:
+            def for_check(self, check):
+                return None
+
+        check = Check("huge", "proves.huge", (), lambda context: con.execute("SELECT payload FROM outbox").fetchall())
+        result = run_check(Grader(), check, "en")
+        self.assertEqual(result["status"], "fail", result)
+        self.assertIn("over %d bytes" % common.VALUE_BYTES, result["observed"])
+
+
+if __name__ == "__main__":
+    unittest.main()
