@@ -18,7 +18,7 @@ import sqlite3
 
 from . import common
 from . import corpus
-from .common import SNACK, Fail, bounded, closed_port, expect, msg, read_only
+from .common import SNACK, Fail, bounded, closed_port, expect, msg, read_only, rows
 from .corpus import checks as corpus_checks
 from .remote import Handle, RemoteError
 
@@ -102,7 +102,7 @@ def query(db, sql, params=()):
     """Every row `sql` gives on a read-only connection of the grader's own to `db`."""
     con = read_only(db)
     try:
-        return con.execute(sql, params).fetchall()
+        return rows(con.execute(sql, params))
     finally:
         con.close()
 
@@ -127,10 +127,10 @@ def check_seq_order(impl, db):
             impl.intake(con, {"id": event_id, "sku": "seq", "qty": 1})
     watcher = read_only(db)
     try:
-        before = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
+        before = (watcher.execute("PRAGMA data_version").fetchone()[0], rows(watcher.execute("SELECT * FROM outbox")))
         first = impl.pending(con, 16)
         expect(not con.in_transaction, msg("seq.closed"), msg("seq.open"))
-        state = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
+        state = (watcher.execute("PRAGMA data_version").fetchone()[0], rows(watcher.execute("SELECT * FROM outbox")))
         expect(state == before, msg("seq.read-only"), msg("seq.changed"))
         expect(isinstance(first, list), msg("seq.list"), msg("seq.gave", got=describe_value(first)))
         for event in first:
@@ -140,7 +140,7 @@ def check_seq_order(impl, db):
         expect(first[0] == {"id": "z", "sku": "seq", "qty": 1}, msg("seq.values"), msg("seq.gave", got=repr(first[0])))
         second = impl.pending(con, 1)
         expect(ids(second) == ["z"], msg("seq.limit-one"), msg("seq.gave", got=repr(ids(second))))
-        after = (watcher.execute("PRAGMA data_version").fetchone()[0], watcher.execute("SELECT * FROM outbox").fetchall())
+        after = (watcher.execute("PRAGMA data_version").fetchone()[0], rows(watcher.execute("SELECT * FROM outbox")))
         expect(after == before, msg("seq.read-only"), msg("seq.changed"))
     finally:
         watcher.close()
@@ -187,8 +187,8 @@ def delete_top_row(db):
 
 def seq_of(db, event_id):
     """The seq of `event_id`'s outbox row, read by the grader, or None."""
-    rows = query(db, "SELECT seq FROM outbox WHERE event_id = ?", (event_id,))
-    return rows[0][0] if rows else None
+    found = query(db, "SELECT seq FROM outbox WHERE event_id = ?", (event_id,))
+    return found[0][0] if found else None
 
 
 @in_process
@@ -442,7 +442,7 @@ INVALID_INTAKES = (dict(SNACK, qty=True), dict(SNACK, id="snack 7"), dict(SNACK,
 
 
 def tables(watcher):
-    return watcher.execute("SELECT * FROM outbox").fetchall(), watcher.execute("SELECT * FROM orders").fetchall()
+    return rows(watcher.execute("SELECT * FROM outbox")), rows(watcher.execute("SELECT * FROM orders"))
 
 
 @in_process
@@ -564,8 +564,8 @@ def check_conflict_committed(impl, db):
         # Right here, while the Conflict propagates: a separate connection must already see it.
         watcher = read_only(db)
         try:
-            outcomes = [r[0] for r in watcher.execute(
-                "SELECT outcome FROM deliveries WHERE event_id = ? ORDER BY rowid", (SNACK["id"],))]
+            outcomes = [r[0] for r in rows(watcher.execute(
+                "SELECT outcome FROM deliveries WHERE event_id = ? ORDER BY rowid", (SNACK["id"],)))]
             qty = watcher.execute("SELECT coalesce(sum(qty), 0) FROM inventory WHERE sku = ?", (SNACK["sku"],)).fetchone()[0]
         finally:
             watcher.close()
@@ -594,8 +594,8 @@ def check_receive_inbox(impl, db):
     for event in APPLES:
         result = impl.receive(con, dict(event))
         expect(result == "applied", msg("inbox.applied", event=repr(event)), msg("call.gave", value=describe_value(result)))
-    rows = dict(query(db, "SELECT sku, count(*) FROM inventory GROUP BY sku"))
-    expect(rows == {"apple": 1, "pear": 1}, msg("inbox.one-row"), msg("inbox.rows-per-sku", rows=repr(rows)))
+    per_sku = dict(query(db, "SELECT sku, count(*) FROM inventory GROUP BY sku"))
+    expect(per_sku == {"apple": 1, "pear": 1}, msg("inbox.one-row"), msg("inbox.rows-per-sku", rows=repr(per_sku)))
     inventory, inbox, _ = sink_state(db)
     expect(inventory == {"apple": 8, "pear": 2}, msg("inbox.adds"), msg("inbox.inventory", inventory=repr(inventory)))
     expect(inbox == ["apple-1", "apple-2", "pear-1"], msg("inbox.rows"), msg("inbox.ids", ids=repr(inbox)))
@@ -669,7 +669,7 @@ def takes_as_new(impl, opener, path, tables, expected):
     expect(exc is None, expected, msg("wrongdb.refused-new", error=describe(exc)))
     watcher = read_only(path)
     try:
-        found = {row[0] for row in watcher.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        found = {row[0] for row in rows(watcher.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))}
     finally:
         watcher.close()
     expect(set(tables) <= found, expected, msg("wrongdb.no-tables", tables=repr(sorted(found))))
@@ -778,7 +778,8 @@ def add_sent_rows(db, count):
     """
     con = common.connect(db)
     try:
-        columns = {table: [row[1] for row in con.execute("PRAGMA table_info(%s)" % table)] for table in ("orders", "outbox")}
+        columns = {table: [row[1] for row in rows(con.execute("PRAGMA table_info(%s)" % table))]
+                   for table in ("orders", "outbox")}
         new_id = "'bulk-' || n.i"
         substitute = {
             "orders": {"id": new_id},

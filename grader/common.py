@@ -74,6 +74,9 @@ QUERY_S = 5.0  # seconds one statement of the grader's own on a worker's DB may 
 # payloads of a few hundred bytes: a worker's 60 MB payload was read whole into the grader's own process,
 # once per check, and a class of them took it past 300 MB. Python 3.11+ only (Connection.setlimit).
 VALUE_BYTES = 1 << 20
+# Rows one read of the grader's own takes from a worker's DB (common.rows). Where the grader reads rows, a
+# check has written a few dozen; a worker's millions (64 MiB of file holds 2 million) are not read.
+MAX_ROWS = 10000
 # The contract's tables: a view (or anything else) by one of these names is a failed check, not a query to run.
 CONTRACT_TABLES = ("orders", "outbox", "inbox", "deliveries", "inventory")
 
@@ -99,6 +102,14 @@ def bounded(con, seconds=None):
 def interrupted(exc):
     """Whether `exc` is a statement that `bounded` interrupted."""
     return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
+
+
+def rows(cursor, limit=MAX_ROWS):
+    """Every row of `cursor` (a list), or Fail naming the bound once it has more than `limit`: never all of them."""
+    got = cursor.fetchmany(limit + 1)
+    if len(got) > limit:
+        raise Fail(msg("db.rows-bounded", limit=limit), msg("db.rows-over", limit=limit))
+    return got
 
 
 def too_big(exc):

@@ -273,6 +273,8 @@ EN = {
     "db.table": "{table} must be a table",
     "db.not-table": "{table} is a {kind}, not a table: the grader does not run a worker's SQL to read it",
     "db.query-bounded": "a read of the grader's own on the worker's DB ran over {seconds} s and was interrupted (a view or trigger that does not end?)",
+    "db.rows-bounded": "where the grader reads rows of the worker's DB, at most {limit} of them (a check writes a few dozen)",
+    "db.rows-over": "more than {limit} rows, which the grader does not read",
     "db.value-bounded": "the worker's DB holds a value (or row) over {limit} bytes, which the grader does not read (the contract's values are a few hundred bytes)",
     "db.readable": "a readable DB",
     "db.readable-after": "readable DBs after {phase}",

@@ -261,6 +261,8 @@ JA = {
     "db.table": "{table}がテーブルであること",
     "db.not-table": "{table}はテーブルではなく{kind}です。採点ツールはワーカーのSQLを実行して読むことはしません",
     "db.query-bounded": "採点ツール自身によるワーカーのDBの読み取りが{seconds}秒を超えたため中断しました（終わらないビューやトリガーがありませんか）",
+    "db.rows-bounded": "採点ツールが読むワーカーのDBの行は、{limit}行以下であること（チェックが書くのは数十行です）",
+    "db.rows-over": "{limit}行を超えています。採点ツールはそれを読みません",
     "db.value-bounded": "ワーカーのDBに{limit}バイトを超える値（または行）があり、採点ツールはそれを読みません（契約上の値は数百バイトです）",
     "db.readable": "DBを読めること",
     "db.readable-after": "{phase}のあとでDBを読めること",

@@ -23,7 +23,7 @@ import time
 
 from . import box, contain, drivers, remote
 from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
-from .common import SNACK, Fail, describe, expect, msg, read_only, wrong_class
+from .common import SNACK, Fail, describe, expect, msg, read_only, rows, wrong_class
 from .corpus import DEFAULT_SEED
 from .text import data
 
@@ -955,16 +955,17 @@ def observe_source(path, event_id):
         con = read_only(path)
         try:
             order = con.execute("SELECT count(*) FROM orders WHERE id = ?", (event_id,)).fetchone()[0]
-            rows = con.execute("SELECT sent, payload FROM outbox WHERE event_id = ?", (event_id,)).fetchall()
+            found = rows(con.execute("SELECT sent, payload FROM outbox WHERE event_id = ?", (event_id,)))
         finally:
             con.close()
     except sqlite3.Error as exc:
         return {"error": msg("db.source-unreadable", error=str(exc))}
     except Fail as exc:
         return {"error": exc.observed}
-    outbox = "absent" if not rows else ("sent" if rows[0][0] == 1 else "pending" if rows[0][0] == 0 else repr(rows[0][0]))
-    return {"order": order == 1, "outbox": outbox if len(rows) <= 1 else "%d rows" % len(rows),
-            "payload": rows[0][1] if rows else None}
+    outbox = "absent" if not found else ("sent" if found[0][0] == 1 else "pending" if found[0][0] == 0 else
+                                         repr(found[0][0]))
+    return {"order": order == 1, "outbox": outbox if len(found) <= 1 else "%d rows" % len(found),
+            "payload": found[0][1] if found else None}
 
 
 def observe_sink(path, event_id, sku):
@@ -972,8 +973,8 @@ def observe_sink(path, event_id, sku):
         con = read_only(path)
         try:
             inbox = con.execute("SELECT count(*) FROM inbox WHERE event_id = ?", (event_id,)).fetchone()[0]
-            outcomes = [r[0] for r in con.execute(
-                "SELECT outcome FROM deliveries WHERE event_id = ? ORDER BY rowid", (event_id,))]
+            outcomes = [r[0] for r in rows(con.execute(
+                "SELECT outcome FROM deliveries WHERE event_id = ? ORDER BY rowid", (event_id,)))]
             qty = con.execute("SELECT coalesce(sum(qty), 0) FROM inventory WHERE sku = ?", (sku,)).fetchone()[0]
         finally:
             con.close()

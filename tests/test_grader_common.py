@@ -120,5 +120,17 @@ class BoundedReadTest(TempDirTestCase):
         self.assertIn("over %d bytes" % common.VALUE_BYTES, result["observed"])
 
 
+    def test_a_read_takes_at_most_its_bound_of_rows(self):
+        path = self.worker_db("CREATE TABLE deliveries (event_id TEXT)",
+                              "INSERT INTO deliveries WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                              "WHERE i < 11) SELECT 'snack-7' FROM n")
+        con = common.read_only(path)
+        self.addCleanup(con.close)
+        self.assertEqual(len(common.rows(con.execute("SELECT * FROM deliveries"), limit=11)), 11)
+        with self.assertRaises(common.Fail) as caught:
+            common.rows(con.execute("SELECT * FROM deliveries"), limit=10)
+        self.assertEqual(caught.exception.observed, common.msg("db.rows-over", limit=10))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -45,6 +45,20 @@ HUGE = textwrap.dedent('''
         con.commit()
         return result
 ''' % ROOT)
+# The kit, but each receive also logs 20,000 more deliveries of its event: more rows than the grader reads (MAX_ROWS).
+MANY = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, %r)
+    from outbox import validate_event, init_store, intake, pending, mark_sent, dispatch, send_http
+    from sink import init_sink, receive as _receive
+    def receive(con, event):
+        result = _receive(con, event)
+        con.execute("INSERT INTO deliveries (event_id, outcome, digest, received_at) "
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
+                    "SELECT ?, 'duplicate', '', 0 FROM n", (event["id"],))
+        con.commit()
+        return result
+''' % ROOT)
 # Exceptions a report cannot take as they are: an escape sequence that repaints the screen, 100,000
 # characters, an attribute the grader once read, a __str__ that raises and a __repr__ that recurses.
 ODD = textwrap.dedent('''
@@ -92,7 +106,8 @@ class OddValuesClassTest(TempDirTestCase):
             os.makedirs(path)
         for name, source in NAMES.items():
             shutil.copy(source, os.path.join(folder, name + ".py"))
-        for name, body in (("bytes_outcome", BYTES), ("odd_exceptions", ODD), ("deep_tree", DEEP), ("huge_payload", HUGE)):
+        for name, body in (("bytes_outcome", BYTES), ("odd_exceptions", ODD), ("deep_tree", DEEP), ("huge_payload", HUGE),
+                           ("many_rows", MANY)):
             with open(os.path.join(folder, name + ".py"), "w", encoding="utf-8") as f:
                 f.write(body)
         checks = ["validate-event", "crash-after-ack"]
@@ -104,13 +119,17 @@ class OddValuesClassTest(TempDirTestCase):
         self.assertEqual(os.listdir(tmp), [])  # every temporary folder removed, the deep tree's too
         by_name = class_reports(self, reports)
         self.assertEqual(sorted(by_name), sorted(["worker_reference", "worker_stub", "bytes_outcome",
-                                                  "odd_exceptions", "deep_tree", "huge_payload"] + list(NAMES)))
+                                                  "odd_exceptions", "deep_tree", "huge_payload", "many_rows"]
+                                                 + list(NAMES)))
         verdicts = {name: {c["name"]: c["status"] for c in r["checks"]} for name, r in by_name.items()}
         self.assertEqual(verdicts["worker_reference"], dict.fromkeys(checks, "pass"))
         for name in ["worker_stub", "odd_exceptions", "deep_tree"] + list(NAMES):
             self.assertEqual(verdicts[name], dict.fromkeys(checks, "fail"), name)
         self.assertEqual(verdicts["bytes_outcome"], {"validate-event": "pass", "crash-after-ack": "fail"})
         self.assertEqual(verdicts["huge_payload"], {"validate-event": "pass", "crash-after-ack": "fail"})
+        self.assertEqual(verdicts["many_rows"], {"validate-event": "pass", "crash-after-ack": "fail"})
+        many = [c for c in by_name["many_rows"]["checks"] if c["name"] == "crash-after-ack"][0]
+        self.assertIn("more than 10000 rows, which the grader does not read", many["observed"])
         if hasattr(sqlite3.Connection, "setlimit"):  # 3.11+: the grader refuses the value instead of reading it
             huge = [c for c in by_name["huge_payload"]["checks"] if c["name"] == "crash-after-ack"][0]
             self.assertIn("string or blob too big", huge["observed"])
