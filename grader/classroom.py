@@ -200,12 +200,12 @@ class Graded:
 
 
 class Tasks:
-    """The checks a class run hands to its pool: none starts after a stop, and stop() waits for the running ones.
+    """The checks handed to a thread pool: none starts after stop(), which returns once none is running.
 
-    The pool's own bookkeeping is not enough: a signal that unwinds the main
-    thread inside pool.submit, while it starts a thread, leaves that thread
-    running a check the pool never joins, and its folder came back after the
-    temporary directory was removed.
+    Submit `tasks.run` with the check's function and arguments. The grader
+    removes its temporary folders only after stop(): the pool alone cannot
+    promise that, since a signal that unwinds pool.submit while it starts a
+    thread leaves that thread out of the pool's join.
     """
 
     def __init__(self):
@@ -213,25 +213,35 @@ class Tasks:
         self.running = 0
         self.stopped = False
 
-    def run(self, one, check, lang):
-        """One check of `one` (in a pool thread): its result; None once stop() was called."""
+    def run(self, function, *args):
+        """`function(*args)` (in a pool thread): its result; None, without calling it, once stop() was called."""
         with self.changed:
             if self.stopped:
                 return None
             self.running += 1
         try:
-            return one.run(check, lang)
+            return function(*args)
         finally:
             with self.changed:
                 self.running -= 1
                 self.changed.notify_all()
 
     def stop(self):
-        """Start no more checks; return once none is running (each is bounded by its steps' time-outs)."""
+        """Start no more checks; return once none is running (each is bounded by its steps' time-outs).
+
+        A KeyboardInterrupt or a stop signal while it waits does not end the
+        wait (what is running still holds the folders); it is raised after.
+        """
+        raised = None
         with self.changed:
             self.stopped = True
             while self.running:
-                self.changed.wait()
+                try:
+                    self.changed.wait()
+                except BaseException as exc:  # noqa: B902 - Ctrl-C or Stopped: wait first, raise after
+                    raised = raised or exc
+        if raised is not None:
+            raise raised
 
 
 def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, on_tick=None):
@@ -264,7 +274,7 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
                 continue
             one.tasks = len(checks)
             for check in checks:
-                future = pool.submit(tasks.run, one, check, lang)
+                future = pool.submit(tasks.run, one.run, check, lang)
                 futures[future], order[future] = one, len(order)
         waiting = set(futures)
         while waiting:
@@ -282,11 +292,13 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
             if on_tick and not finished:
                 on_tick()
     finally:
-        PROCESSES.kill_all()  # no step starts from here on
-        tasks.stop()
-        pool.shutdown(wait=True)
-        for one in graded:
-            one.grader.close()
+        try:
+            PROCESSES.kill_all()  # no step starts from here on
+            tasks.stop()
+        finally:
+            pool.shutdown(wait=True)
+            for one in graded:
+                one.grader.close()
     return graded
 
 

@@ -74,13 +74,11 @@ def ignore_signal(signum, frame):
 
 
 def stop_on_signals():
-    """Unwind on SIGTERM, SIGHUP and Ctrl-C alike (stop_on_signal); a SIGINT this process was started ignoring stays so."""
+    """Unwind on SIGTERM, SIGHUP and Ctrl-C alike (stop_on_signal); one this process was started ignoring stays
+    ignored (`nohup` ignores SIGHUP, a shell's background job SIGINT)."""
     for name in STOP_SIGNALS:
-        if not hasattr(signal, name):
-            continue
-        number = getattr(signal, name)
-        if name != "SIGINT" or signal.getsignal(number) is signal.default_int_handler:
-            signal.signal(number, stop_on_signal)
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
+            signal.signal(getattr(signal, name), stop_on_signal)
 
 
 def evidence_table(raw, lang):

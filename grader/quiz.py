@@ -23,6 +23,7 @@ from .cli import (
     EXIT_FAILED, EXIT_GRADER_ERROR, EXIT_OK, EXIT_USAGE, REFERENCE, Stopped, evidence_table, json_evidence,
     stop_on_signals,
 )
+from .classroom import Tasks
 from .common import Fail
 from .messages import MESSAGES, render, text
 from .parent import PROCESSES, ROOT, Grader
@@ -102,8 +103,9 @@ def run_reference(grader, lang):
     """Run the scenarios from the registry, side by side, on the kit's own worker: {name: observed message}."""
     checks = [check for check in CHECKS if check.name in SCENARIOS]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(checks))
+    tasks = Tasks()  # the caller removes the folders once this returns: no check may still be running then
     try:
-        futures = [(check.name, pool.submit(check.run, grader.for_check(check))) for check in checks]
+        futures = [(check.name, pool.submit(tasks.run, check.run, grader.for_check(check))) for check in checks]
         observed = {}
         for name, future in futures:
             try:
@@ -113,8 +115,11 @@ def run_reference(grader, lang):
                                            observed=fail.observed))
         return observed
     finally:
-        PROCESSES.kill_all()  # nothing should be left; after an interrupt, the children go too
-        pool.shutdown(wait=True)
+        try:
+            PROCESSES.kill_all()  # nothing should be left; after an interrupt, the children go too
+            tasks.stop()
+        finally:
+            pool.shutdown(wait=True)
 
 
 def run_relays(tmp, lang):

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -479,10 +480,6 @@ class SchemaValidatorTest(unittest.TestCase):
             errors({}, {"type": "object", "oneOf": []})
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class TasksTest(unittest.TestCase):
     """grader.classroom.Tasks: after a stop no check starts, and stop() returns only once the running ones ended."""
 
@@ -500,7 +497,7 @@ class TasksTest(unittest.TestCase):
     def test_stop_waits_for_a_running_check_and_none_starts_after_it(self):
         from grader.classroom import Tasks
         tasks, one, results, stopped = Tasks(), self.Worker(), [], threading.Event()
-        running = threading.Thread(target=lambda: results.append(tasks.run(one, "first", "en")))
+        running = threading.Thread(target=lambda: results.append(tasks.run(one.run, "first", "en")))
         running.start()
         self.addCleanup(running.join, 60)
         self.addCleanup(one.release.set)
@@ -514,5 +511,45 @@ class TasksTest(unittest.TestCase):
         one.release.set()
         self.assertTrue(stopped.wait(60))
         self.assertEqual(results, [{"name": "first"}])
-        self.assertIsNone(tasks.run(one, "second", "en"))
+        self.assertIsNone(tasks.run(one.run, "second", "en"))
         self.assertEqual(one.calls, ["first"])
+
+    def test_an_interrupt_while_stop_waits_is_raised_once_nothing_runs(self):
+        # A Ctrl-C during the cleanup must not end the wait: the running check still holds its folders.
+        if not hasattr(signal, "SIGUSR1"):
+            self.skipTest("a signal to interrupt the wait with (POSIX)")
+        from grader.classroom import Tasks
+
+        class Interrupt(Exception):
+            pass
+
+        caught = []
+
+        def interrupt(signum, frame):
+            caught.append(signum)
+            raise Interrupt()
+
+        self.addCleanup(signal.signal, signal.SIGUSR1, signal.signal(signal.SIGUSR1, interrupt))
+        tasks, one = Tasks(), self.Worker()
+        running = threading.Thread(target=tasks.run, args=(one.run, "first", "en"))
+        running.start()
+        self.addCleanup(running.join, 60)
+        self.addCleanup(one.release.set)
+        self.assertTrue(one.started.wait(60))
+
+        def interrupt_then_release():
+            wait_until(lambda: tasks.stopped, what="stop() to begin")
+            os.kill(os.getpid(), signal.SIGUSR1)
+            wait_until(lambda: caught, what="the interrupt to reach stop()")
+            one.release.set()
+
+        helper = threading.Thread(target=interrupt_then_release)
+        helper.start()
+        self.addCleanup(helper.join, 60)
+        with self.assertRaises(Interrupt):
+            tasks.stop()
+        self.assertEqual((caught, tasks.running), ([signal.SIGUSR1], 0))
+
+
+if __name__ == "__main__":
+    unittest.main()
