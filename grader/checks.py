@@ -496,8 +496,8 @@ def check_mark_sent(impl, db, seed=corpus.DEFAULT_SEED):
         impl.intake(con, {"id": event_id, "sku": "mark", "qty": 1})
     watcher = read_only(db)
     try:
-        count = corpus_checks.mark_sent(impl, con, lambda: dict(watcher.execute("SELECT event_id, sent FROM outbox")), seed,
-                                        known=("a", "b"), marked=("b",))
+        flags = lambda: dict(rows(watcher.execute("SELECT event_id, sent FROM outbox")))  # noqa: E731
+        count = corpus_checks.mark_sent(impl, con, flags, seed, known=("a", "b"), marked=("b",))
     finally:
         watcher.close()
     return msg("mark-sent.passed"), msg("corpus.passed", count=count, seed=seed)
@@ -814,6 +814,8 @@ def check_pending_cost(impl, db):
         try:
             add_sent_rows(path, count)
         except sqlite3.Error as exc:
+            if common.too_big(exc):
+                raise Fail(msg("cost.copy", count=count), msg("db.value-bounded", limit=common.VALUE_BYTES))
             raise Fail(msg("cost.copy", count=count), msg("plain", text=describe(exc)))
         late = ["late-%d" % n for n in LATE]
         for event_id in late:

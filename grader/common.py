@@ -70,13 +70,14 @@ def wrong_class(kind, got, mro, error):
 
 
 QUERY_S = 5.0  # seconds one statement of the grader's own on a worker's DB may run before it is interrupted
-# Bytes of one value (or row) the grader reads from a worker's DB. The contract's values are ids, skus and
-# payloads of a few hundred bytes: a worker's 60 MB payload was read whole into the grader's own process,
-# once per check, and a class of them took it past 300 MB. Python 3.11+ only (Connection.setlimit).
-VALUE_BYTES = 1 << 20
-# Rows one read of the grader's own takes from a worker's DB (common.rows). Where the grader reads rows, a
-# check has written a few dozen; a worker's millions (64 MiB of file holds 2 million) are not read.
-MAX_ROWS = 10000
+# What one read of the grader's own takes from a worker's DB. The contract's values are ids, skus and
+# payloads of a few hundred bytes, and where the grader reads rows a check has written a few dozen: a
+# worker's 40 MB payload was read whole into the grader's own process once per check (a class of them took
+# it past 300 MB), and so were a worker's 20,000 extra rows.
+VALUE_BYTES = 1 << 20  # one value; SQLite's own limit, Python 3.11+ only (Connection.setlimit)
+MAX_COLUMNS = 64  # columns of a result: a `SELECT *` on a table of 2,000 computed columns; 3.11+ too
+MAX_ROWS = 10000  # rows of one read (common.rows)
+MAX_BYTES = 16 << 20  # bytes of the values of one read (common.rows)
 # The contract's tables: a view (or anything else) by one of these names is a failed check, not a query to run.
 CONTRACT_TABLES = ("orders", "outbox", "inbox", "deliveries", "inventory")
 
@@ -94,8 +95,9 @@ def bounded(con, seconds=None):
     started = [time.monotonic()]
     con.set_trace_callback(lambda statement: started.__setitem__(0, time.monotonic()))  # each statement's start
     con.set_progress_handler(lambda: time.monotonic() - started[0] > seconds, 10000)
-    if hasattr(con, "setlimit"):  # 3.11+; before, a value is bounded by the worker's file size only (--file-size)
+    if hasattr(con, "setlimit"):  # 3.11+; before, only rows() bounds what a read takes, row by row
         con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_BYTES)
+        con.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, MAX_COLUMNS)
     return con
 
 
@@ -104,17 +106,27 @@ def interrupted(exc):
     return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
 
 
-def rows(cursor, limit=MAX_ROWS):
-    """Every row of `cursor` (a list), or Fail naming the bound once it has more than `limit`: never all of them."""
-    got = cursor.fetchmany(limit + 1)
-    if len(got) > limit:
-        raise Fail(msg("db.rows-bounded", limit=limit), msg("db.rows-over", limit=limit))
+def rows(cursor, limit=MAX_ROWS, budget=MAX_BYTES):
+    """Every row of `cursor` (a list), or Fail naming the bound once they pass `limit` rows or `budget` bytes.
+
+    One row at a time, so that what is held past a bound is one row, never the rest of the result.
+    """
+    got, size = [], 0
+    for row in iter(cursor.fetchone, None):
+        size += sum(len(value) if isinstance(value, (str, bytes)) else 8 for value in row)
+        if len(got) == limit or size > budget:
+            bounds = dict(limit=limit, budget=budget)
+            raise Fail(msg("db.rows-bounded", **bounds), msg("db.rows-over", **bounds))
+        got.append(row)
     return got
 
 
 def too_big(exc):
-    """Whether `exc` is a read that `bounded` refused: a value (or row) over VALUE_BYTES."""
-    return isinstance(exc, sqlite3.DataError) and str(exc) == "string or blob too big"
+    """Whether `exc` is a read that `bounded` refused: a value over VALUE_BYTES (SQLITE_TOOBIG)."""
+    return isinstance(exc, sqlite3.DataError) and getattr(exc, "sqlite_errorcode", None) == SQLITE_TOOBIG
+
+
+SQLITE_TOOBIG = 18  # sqlite3.h; `sqlite_errorcode` (3.11+, as setlimit) carries it
 
 
 def read_only(path):
@@ -139,7 +151,24 @@ def read_only(path):
         if kind != "table":
             con.close()
             raise Fail(msg("db.table", table=name), msg("db.not-table", table=name, kind=kind))
+        computed = plain_table_problem(con, name)
+        if computed is not None:
+            con.close()
+            raise Fail(msg("db.plain-table", table=name), computed)
     return con
+
+
+def plain_table_problem(con, table):
+    """None if `table` stores every column it shows, else why not: a virtual table, or a generated column,
+    computes what the grader would read, past the worker's file size. (table_xinfo: SQLite 3.26+; an older
+    SQLite has no generated columns.)"""
+    sql = con.execute("SELECT sql FROM sqlite_master WHERE lower(name) = ? AND type = 'table'", (table,)).fetchone()
+    if sql and sql[0] and sql[0].lstrip()[:14].upper() == "CREATE VIRTUAL":
+        return msg("db.virtual-table", table=table)
+    for column in con.execute('PRAGMA table_xinfo("%s")' % table.replace('"', '""')).fetchmany(MAX_COLUMNS + 1):
+        if column[-1]:  # hidden: 2 a VIRTUAL generated column, 3 a STORED one, 1 a virtual table's hidden one
+            return msg("db.generated-column", table=table, column=column[1])
+    return None
 
 
 def closed_port():

@@ -23,7 +23,7 @@ import time
 
 from . import box, contain, drivers, remote
 from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
-from .common import SNACK, Fail, describe, expect, msg, read_only, rows, wrong_class
+from .common import SNACK, VALUE_BYTES, Fail, describe, expect, msg, read_only, rows, too_big, wrong_class
 from .corpus import DEFAULT_SEED
 from .text import data
 
@@ -950,6 +950,11 @@ def payload_event(payload):
     return event
 
 
+def unreadable(message_id, exc):
+    """Why a worker's DB could not be read: the value bound by its own message, any other error as it says."""
+    return msg("db.value-bounded", limit=VALUE_BYTES) if too_big(exc) else msg(message_id, error=str(exc))
+
+
 def observe_source(path, event_id):
     try:
         con = read_only(path)
@@ -959,7 +964,7 @@ def observe_source(path, event_id):
         finally:
             con.close()
     except sqlite3.Error as exc:
-        return {"error": msg("db.source-unreadable", error=str(exc))}
+        return {"error": unreadable("db.source-unreadable", exc)}
     except Fail as exc:
         return {"error": exc.observed}
     outbox = "absent" if not found else ("sent" if found[0][0] == 1 else "pending" if found[0][0] == 0 else
@@ -979,7 +984,7 @@ def observe_sink(path, event_id, sku):
         finally:
             con.close()
     except sqlite3.Error as exc:
-        return {"error": msg("db.sink-unreadable", error=str(exc))}
+        return {"error": unreadable("db.sink-unreadable", exc)}
     except Fail as exc:
         return {"error": exc.observed}
     return {"inbox": inbox == 1, "deliveries": outcomes, "inventory": qty}

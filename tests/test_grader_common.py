@@ -129,7 +129,39 @@ class BoundedReadTest(TempDirTestCase):
         self.assertEqual(len(common.rows(con.execute("SELECT * FROM deliveries"), limit=11)), 11)
         with self.assertRaises(common.Fail) as caught:
             common.rows(con.execute("SELECT * FROM deliveries"), limit=10)
-        self.assertEqual(caught.exception.observed, common.msg("db.rows-over", limit=10))
+        self.assertEqual(caught.exception.observed, common.msg("db.rows-over", limit=10, budget=common.MAX_BYTES))
+        with self.assertRaises(common.Fail):  # 11 values of 7 bytes: over a budget of 70
+            common.rows(con.execute("SELECT * FROM deliveries"), budget=70)
+        self.assertEqual(len(common.rows(con.execute("SELECT * FROM deliveries"), budget=77)), 11)
+
+    def test_a_table_that_computes_what_it_shows_is_refused_before_a_read(self):
+        for statements, observed in (
+                (["CREATE TABLE outbox (seq INTEGER PRIMARY KEY, payload TEXT GENERATED ALWAYS AS (zeroblob(1000)) VIRTUAL)"],
+                 common.msg("db.generated-column", table="outbox", column="payload")),
+                (["CREATE TABLE outbox (seq INTEGER PRIMARY KEY)",
+                  "ALTER TABLE outbox ADD COLUMN pad BLOB GENERATED ALWAYS AS (zeroblob(1000)) VIRTUAL"],
+                 common.msg("db.generated-column", table="outbox", column="pad")),
+                (["CREATE VIRTUAL TABLE inbox USING rtree(id, x0, x1)"], common.msg("db.virtual-table", table="inbox"))):
+            with self.subTest(statements=statements):
+                for name in ("worker.db", "worker.db-wal", "worker.db-shm"):
+                    if os.path.exists(self.path(name)):
+                        os.remove(self.path(name))
+                try:
+                    path = self.worker_db(*statements)
+                except sqlite3.OperationalError as exc:  # an SQLite without generated columns or rtree
+                    self.skipTest("this SQLite cannot build the case: %s" % exc)
+                with self.assertRaises(common.Fail) as caught:
+                    common.read_only(path).close()
+                self.assertEqual(caught.exception.observed, observed)
+
+    def test_a_result_of_more_columns_than_the_bound_is_refused(self):
+        if not hasattr(sqlite3.Connection, "setlimit"):
+            self.skipTest("Connection.setlimit is Python 3.11+")
+        path = self.worker_db("CREATE TABLE notes (%s)" % ", ".join("c%d" % n for n in range(common.MAX_COLUMNS + 1)))
+        con = common.bounded(sqlite3.connect(path))
+        self.addCleanup(con.close)
+        with self.assertRaises(sqlite3.Error):
+            con.execute("SELECT * FROM notes").fetchall()
 
 
 if __name__ == "__main__":
