@@ -142,7 +142,7 @@ EN = {
     "cli.help.isolation": "all: each worker in the box this host offers (Landlock, seccomp, namespaces, a uid of "
                           "its own under root); off: none of them (default: %(default)s)",
     "cli.help.list": "list the checks and exit",
-    "cli.help.lang": "language of the report: {langs} (default: from LC_ALL or LANG, else en)",
+    "cli.help.lang": "language of the report, the help and the quiz: {langs} (default: from LC_ALL or LANG, else en)",
     "cli.help.debug": "on a grader error, print its traceback",
     "cli.help.version": "print the grader's version and exit",
     "usage.unknown-check": "unknown check {name!r}; the checks are: {names}",

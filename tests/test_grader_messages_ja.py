@@ -129,7 +129,7 @@ def page_text(path):
     return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<style>.*?</style>|<script>.*?</script>", "", page)))
 
 
-KANA_OR_KANJI = re.compile("[\u3041-\u3096\u30a1-\u30fa\u30fc\u4e00-\u9fff]")  # not the 「・」 between items
+KANA_OR_KANJI = re.compile("[\u3005\u3041-\u3096\u30a1-\u30fa\u30fc\u4e00-\u9fff]")  # not the 「・」 between items
 
 
 def code_spans_touching_kana_or_kanji(text):
@@ -423,7 +423,7 @@ class JapaneseClassTest(TempDirTestCase):
         # A heading is the table's name; the note that goes with it is a paragraph; each student's table has a header row.
         self.assertIn("<h3>snack-7の証拠: crash-after-ack</h3>\n<p>各行は別々の観測で", html_text)
         with open(os.path.join(reports, "students", "worker_reference.html"), encoding="utf-8") as f:
-            self.assertIn("<tr><th>チェック</th><th>判定</th><th>配点</th><th>ルール</th><th>期待と観測</th></tr>", f.read())
+            self.assertIn("<tr><th>チェック</th><th>判定</th><th>配点</th><th>規則</th><th>期待と観測</th></tr>", f.read())
         # ... and the files for programs stay language-neutral: English text, message ids.
         with open(os.path.join(reports, "junit.xml"), encoding="utf-8") as f:
             junit = f.read()
