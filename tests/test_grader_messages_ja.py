@@ -244,7 +244,7 @@ class JapaneseReportTest(unittest.TestCase):
                     "evidence.observation", "evidence.order", "evidence.outbox", "evidence.inbox",
                     "evidence.deliveries", "evidence.ack", "evidence.inventory")])
                 self.assertIn(messages.text("ja", "evidence.after", phase=messages.text("ja", "phase.intake")), table[0])
-                self.assertIn("1号の後", table[0])
+                self.assertIn("1号のあと", table[0])
                 self.assertLessEqual(max(display_width(line) for line in [title] + table), 100)
                 self.assert_aligned(table)
                 cells = {line.split("  ")[1]: line.split()[1:] for line in table[1:]}
@@ -401,7 +401,7 @@ class JapaneseClassTest(TempDirTestCase):
         self.assertEqual(status, 1, out + err)
         lines = out.splitlines()
         self.assertRegex(lines[0], r"^ワーカー +得点 +合格数 +最初の理由$")
-        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4人中1人、合格したチェックは8件中3件、得点は52点中23点"
+        self.assertRegex(out, r"\n\nクラス: 全チェックに合格したワーカーは4件中1件、合格したチェックは8件中3件、得点は52点中23点"
                               r"（[0-9.]+秒）\n\Z")
         progress = err.splitlines()
         self.assertEqual(len(progress), 4, err)
@@ -442,8 +442,8 @@ class JapaneseClassTest(TempDirTestCase):
         updates = [part.replace("\x1b[K", "") for part in seen.decode("utf-8").strip().split("\r") if part]
         self.assertTrue(updates)
         for update in updates:
-            self.assertRegex(update, r"^採点中: ワーカー2人中[0-2]人が完了（[0-9]+秒）(、残りはおよそ[0-9]+秒)?$")
-        self.assertEqual(updates[-1].split("人")[1], "中2")
+            self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）(、残りはおよそ[0-9]+秒)?$")
+        self.assertEqual(updates[-1].split("件")[1], "中2")
         self.assertEqual(english_words(out.decode("utf-8")), [])
 
     def test_the_report_on_a_terminal_is_wrapped_by_japanese_rules(self):
