@@ -25,7 +25,7 @@ DEFAULT_LANG = "en"
 
 EN = {
     # What each check proves: --list, the README table and the report share these.
-    "proves.crash-after-ack": "A publisher killed by `os._exit(73)` in `after_delivery`, right after a verified ACK, leaves snack-7 pending while the sink holds inventory 7; a new publisher process delivers it again, the sink logs `applied` then `duplicate`, inventory stays 7, snack-7 ends sent.",
+    "proves.crash-after-ack": "A publisher killed by `os._exit(73)` in `after_delivery`, right after a verified ACK, leaves snack-7 pending while the sink holds inventory 7; a new publisher process delivers it again, the sink logs it as a `duplicate` after the first delivery's `applied`, inventory stays 7, snack-7 ends sent.",
     "proves.dropped-response": "The sink commits, then closes the connection without a response: the publisher fails with a `DeliveryError`, snack-7 stays pending with inventory 7; a new publisher gets a duplicate ACK and marks it sent.",
     "proves.untrusted-ack": "A wrong-id ACK, an oversized response, `\"ack\": \"true\"` and a 302 redirect (to a trap that answers a perfect ACK, and must see nothing) each leave the item pending, with the reason named; `send_http` returns exactly `True` for a perfect ACK and for one of exactly 4,096 bytes, and raises a `DeliveryError` for one of 4,097 bytes, for status 201, for an ACK without `\"id\"` and for a JSON array. Then a corpus of answers, one fake sink answering each case's id with its own bytes: statuses other than 200, bodies around 4,096 bytes with and without a `Content-Length`, bodies cut short, `\"ack\"` values equal to true in Python but not the JSON literal, ids that differ in letter case, spaces, digits or type, bodies that are not JSON, not an object or not UTF-8: `send_http` returns exactly `True` where the ACK rule says so and raises a `DeliveryError` everywhere else.",
     "proves.proxy-ignored": "`HTTP_PROXY` and `http_proxy` point at a trap that must see nothing; delivery goes direct.",
@@ -306,7 +306,7 @@ EN = {
     "who.sender": "the sender",
     "who.check": "the {name} check",
     "run.timed-out": "{what} timed out after {seconds} s (killed)",
-    "check.raised": "{function} keeps this check's rule on {call}, without raising: {rule}",
+    "check.raised": "{function} keeps this check's rule on {call}, without an unexpected exception: {rule}",
     "run.timed-out-in": "{what} timed out after {seconds} s (killed): your {function} did not return",
     "run.import-timed-out": "{what} timed out after {seconds} s (killed) before it began: importing your worker did not finish",
     "report.frame": "     {blank:<22} your code: {file}, line {line}, in {function}: {code}",
