@@ -53,11 +53,10 @@ class Stopped(BaseException):
 
 def stop_on_signal(signum, frame):
     # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so every finally
-    # below runs: children are killed, temporary DBs removed. Any later signal is
-    # ignored: unwinding that cleanup half-way would leave what it was removing.
-    # It is bounded (no step starts once stopping; each running one is killed).
-    # A handler that does nothing, not SIG_IGN: a signal already caught but not yet handled
-    # would then raise OSError ("ignored due to race condition") in the middle of the cleanup.
+    # below runs: children are killed, temporary DBs removed. Later signals go to a
+    # handler that does nothing, since unwinding that cleanup half-way would leave
+    # what it was removing (it is bounded: no step starts once stopping). Not SIG_IGN:
+    # a signal caught but not yet handled would then raise OSError mid-cleanup.
     for name in STOP_SIGNALS:
         if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
             signal.signal(getattr(signal, name), ignore_signal)

@@ -121,12 +121,12 @@ def rows(cursor, limit=MAX_ROWS, budget=MAX_BYTES):
     return got
 
 
+SQLITE_TOOBIG = 18  # sqlite3.h; `sqlite_errorcode` (3.11+, as setlimit) carries it
+
+
 def too_big(exc):
     """Whether `exc` is a read that `bounded` refused: a value over VALUE_BYTES (SQLITE_TOOBIG)."""
     return isinstance(exc, sqlite3.DataError) and getattr(exc, "sqlite_errorcode", None) == SQLITE_TOOBIG
-
-
-SQLITE_TOOBIG = 18  # sqlite3.h; `sqlite_errorcode` (3.11+, as setlimit) carries it
 
 
 def read_only(path):

@@ -114,10 +114,10 @@ def run_status(args):
         print("pending %d, sent %d, quarantined %d" % (figures["pending"], figures["sent"], figures["quarantined"]))
         head = figures["head"]
         if head is not None:
+            retried = ", retried %d by hand, not delivered yet" % head["retried"] if head["retried"] else ""
             print("oldest pending taken in %.0fs ago; head %s (seq %d), attempts %d (%d refused%s), last error: %s" % (
                 figures["oldest_pending_age_s"], head["id"], head["seq"], head["attempts"], head["permanent_failures"],
-                ", retried %d by hand, not delivered yet" % head["retried"] if head["retried"] else "",
-                head["last_error"] or "none"))
+                retried, head["last_error"] or "none"))
         for item in open_ones:
             print("quarantined %s (seq %d) since %s, %s" % (
                 item["id"], item["seq"], timestamps.utc(item["quarantined_at"]),
