@@ -814,9 +814,7 @@ def check_pending_cost(impl, db):
         try:
             add_sent_rows(path, count)
         except sqlite3.Error as exc:
-            if common.too_big(exc):
-                raise Fail(msg("cost.copy", count=count), msg("db.value-bounded", limit=common.VALUE_BYTES))
-            raise Fail(msg("cost.copy", count=count), msg("plain", text=describe(exc)))
+            raise Fail(msg("cost.copy", count=count), common.bound_refused(exc) or msg("plain", text=describe(exc)))
         late = ["late-%d" % n for n in LATE]
         for event_id in late:
             impl.intake(con, {"id": event_id, "sku": "bulk", "qty": 1})

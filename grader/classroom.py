@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 
-from .common import QUERY_S, VALUE_BYTES, Fail, describe, interrupted, msg, too_big
+from .common import QUERY_S, Fail, bound_refused, describe, interrupted, msg
 from .messages import render, text
 from .parent import PROCESSES, Grader
 from .results import skipped_entry
@@ -126,9 +126,9 @@ def run_check(grader, check, lang, context=None):
         if interrupted(exc):  # the worker's DB made a bounded read of the grader's own run over: its verdict
             status, expected = "fail", msg("check.runs", name=check.name)
             observed = msg("db.query-bounded", seconds="%g" % QUERY_S)
-        elif too_big(exc):  # a value in the worker's DB over VALUE_BYTES: its verdict too
+        elif bound_refused(exc):  # a value or a table of the worker's DB over a read's bounds: its verdict too
             status, expected = "fail", msg("check.runs", name=check.name)
-            observed = msg("db.value-bounded", limit=VALUE_BYTES)
+            observed = bound_refused(exc)
         else:  # a bug in the grader itself: a readable line, its own status, the traceback on --debug
             status, error = "error", traceback.format_exc()
             expected, observed = msg("check.runs", name=check.name), msg("check.grader-error", error=describe(exc))

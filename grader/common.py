@@ -129,6 +129,21 @@ def too_big(exc):
     return isinstance(exc, sqlite3.DataError) and getattr(exc, "sqlite_errorcode", None) == SQLITE_TOOBIG
 
 
+def too_wide(exc):
+    """Whether `exc` is a read that `bounded` refused: a table of more than MAX_COLUMNS columns (SQLite then
+    calls the whole schema malformed, for this connection only)."""
+    return isinstance(exc, sqlite3.DatabaseError) and "too many columns" in str(exc)
+
+
+def bound_refused(exc):
+    """The message for a read `bounded` refused (`exc`), the worker's verdict; None for any other error."""
+    if too_big(exc):
+        return msg("db.value-bounded", limit=VALUE_BYTES)
+    if too_wide(exc):
+        return msg("db.columns-bounded", limit=MAX_COLUMNS)
+    return None
+
+
 def read_only(path):
     """The grader's own observer: mode=ro, and query_only as a second line of defence.
 
@@ -144,6 +159,11 @@ def read_only(path):
         con.execute("PRAGMA query_only = ON")  # audit: G52
         kinds = con.execute("SELECT lower(name), type FROM sqlite_master WHERE lower(name) IN (%s)"
                             % ", ".join("?" * len(CONTRACT_TABLES)), CONTRACT_TABLES).fetchall()
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        if too_wide(exc):
+            raise Fail(msg("db.readable"), msg("db.columns-bounded", limit=MAX_COLUMNS)) from None
+        raise
     except BaseException:
         con.close()
         raise
@@ -165,7 +185,7 @@ def plain_table_problem(con, table):
     sql = con.execute("SELECT sql FROM sqlite_master WHERE lower(name) = ? AND type = 'table'", (table,)).fetchone()
     if sql and sql[0] and sql[0].lstrip()[:14].upper() == "CREATE VIRTUAL":
         return msg("db.virtual-table", table=table)
-    for column in con.execute('PRAGMA table_xinfo("%s")' % table.replace('"', '""')).fetchmany(MAX_COLUMNS + 1):
+    for column in con.execute('PRAGMA table_xinfo("%s")' % table.replace('"', '""')):  # at most 2,000 columns
         if column[-1]:  # hidden: 2 a VIRTUAL generated column, 3 a STORED one, 1 a virtual table's hidden one
             return msg("db.generated-column", table=table, column=column[1])
     return None

@@ -276,6 +276,7 @@ EN = {
     "db.rows-bounded": "where the grader reads rows of the worker's DB, at most {limit} of them and {budget} bytes (a check writes a few dozen short rows)",
     "db.rows-over": "more than {limit} rows or {budget} bytes, which the grader does not read",
     "db.value-bounded": "the worker's DB holds a value over {limit} bytes, which the grader does not read (the contract's values are a few hundred bytes)",
+    "db.columns-bounded": "the worker's DB has a table of more than {limit} columns, which the grader does not read",
     "db.plain-table": "{table} must be a plain table, every column stored",
     "db.virtual-table": "{table} is a virtual table: what the grader would read is computed, not stored",
     "db.generated-column": "{table}.{column} is a generated column: what the grader would read is computed, not stored",

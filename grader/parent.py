@@ -23,7 +23,7 @@ import time
 
 from . import box, contain, drivers, remote
 from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
-from .common import SNACK, VALUE_BYTES, Fail, describe, expect, msg, read_only, rows, too_big, wrong_class
+from .common import SNACK, Fail, bound_refused, describe, expect, msg, read_only, rows, wrong_class
 from .corpus import DEFAULT_SEED
 from .text import data
 
@@ -952,7 +952,7 @@ def payload_event(payload):
 
 def unreadable(message_id, exc):
     """Why a worker's DB could not be read: the value bound by its own message, any other error as it says."""
-    return msg("db.value-bounded", limit=VALUE_BYTES) if too_big(exc) else msg(message_id, error=str(exc))
+    return bound_refused(exc) or msg(message_id, error=str(exc))
 
 
 def observe_source(path, event_id):
