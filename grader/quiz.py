@@ -66,7 +66,8 @@ def main(args):
         finally:
             grader.close()
         seconds = time.monotonic() - started
-        fields = observations(grader.evidence, observed, relays)
+        # What the questions quote, in the words of the quiz's language and in English (the JSON's, language-neutral).
+        fields = {language: observations(grader.evidence, observed, relays, language) for language in {lang, "en"}}
         for line in evidence_table(grader.evidence, lang):
             say(out, line, wrapped=False)  # a table keeps its columns; a narrow terminal folds it as it must
         say(out, "")
@@ -157,7 +158,7 @@ def run_relays(tmp, lang):
                                    observed=shown(exc)))
 
 
-def observations(evidence, observed, relays):
+def observations(evidence, observed, relays, lang="en"):
     """Every value a question may quote, each read from this run: {placeholder: value}.
 
     `evidence` is the run's evidence tables ({scenario: [phase rows]}, as the
@@ -166,16 +167,18 @@ def observations(evidence, observed, relays):
     publisher #1 of dropped-response saw, the conflict's answer and the calls
     of stop-on-first-failure; `relays` what the two relay runs returned.
     Values stay program values (pending, applied, ...): each language words
-    them through {name:term}.
+    them through {name:term}. A list of values (the ACKs, the relay's waits
+    and their bounds) is joined with `lang`'s separator (", " or 「、」).
     """
     fields = {}
+    separator = MESSAGES[lang]["quiz.separator"]
     for scenario, prefix in (("crash-after-ack", "crash"), ("dropped-response", "drop")):
         rows = evidence[scenario]
         for name, row in ((prefix, rows[1]), (prefix + "_final", rows[-1])):
             phase = row["phase"]["fields"]
             fields[name + "_exit"] = phase.get("status")
             fields[name + "_error"] = phase.get("error")
-            fields[name + "_ack"] = ", ".join(json.dumps(a) for a in row["ack"]) or "none"
+            fields[name + "_ack"] = separator.join(json.dumps(a) for a in row["ack"]) or MESSAGES[lang]["term.none"]
             fields[name + "_outbox"] = row["outbox"]
             fields[name + "_inbox"] = "present" if row["inbox"] else "absent"
             fields[name + "_deliveries"] = list(row["deliveries"])
@@ -189,8 +192,8 @@ def observations(evidence, observed, relays):
         fields["stop_" + name] = stop[name]
     outage, refused = relays["outage"], relays["refused"]
     fields["outage_failures"] = outage["failures"]
-    fields["outage_waits"] = ", ".join("%.3f" % wait for wait in outage["waits"])
-    fields["outage_bounds"] = ", ".join("%g" % bound for bound in outage["bounds"])
+    fields["outage_waits"] = separator.join("%.3f" % wait for wait in outage["waits"])
+    fields["outage_bounds"] = separator.join("%g" % bound for bound in outage["bounds"])
     fields["outage_base"], fields["outage_cap"] = outage["base"], outage["cap"]
     fields["refused_count"] = refused["refusals"]
     fields["refused_kind"] = refused["kind"]
@@ -223,23 +226,29 @@ def ask(questions, shown_orders, fields, lang, out, answers):
     """Ask each question in turn; [{id, order, texts in English, the observation's message, answer, given, right}].
 
     In the bank the right option is always the first ("a"); `shown_orders`
-    says which bank option stands under each letter shown.
+    says which bank option stands under each letter shown. `fields` holds
+    observations() in `lang` and in English: the questions shown quote the
+    first, the results (English, for --json) the second.
     """
     results = []
     for n, (question, order) in enumerate(zip(questions, shown_orders), 1):
         prefix = "quiz.%s." % question.id
         letters = LETTERS[:len(order)]
-        quoted = {name: fields[name] for name in sorted(placeholders(question))}
+        names = sorted(placeholders(question))
+        quoted = {name: fields["en"][name] for name in names}
+        shown_fields = {name: fields[lang][name] for name in names}
         observed = {"id": prefix + "observed", "fields": quoted}
+        shown_observed = {"id": prefix + "observed", "fields": shown_fields}
         answer = letters[order.index("a")]
 
         def option(language, kind, letter):  # the bank's text of kind "choice" or "why" for a letter shown
-            return text(language, "%s%s.%s" % (prefix, kind, order[letters.index(letter)]), **quoted)
+            values = quoted if language == "en" else shown_fields
+            return text(language, "%s%s.%s" % (prefix, kind, order[letters.index(letter)]), **values)
 
         say(out, "")
         say(out, text(lang, "quiz.heading", n=n, count=len(questions)))
-        say(out, text(lang, "quiz.observed", observed=render(observed, lang)))
-        say(out, text(lang, prefix + "question", **quoted))
+        say(out, text(lang, "quiz.observed", observed=render(shown_observed, lang)))
+        say(out, text(lang, prefix + "question", **shown_fields))
         for letter in letters:
             say(out, "%s) %s" % (letter, option(lang, "choice", letter)), indent="  ", hang="     ")
         given = answers.next(n, letters, text(lang, "quiz.prompt", letters="%s-%s" % (letters[0], letters[-1])),
