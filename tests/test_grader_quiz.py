@@ -140,6 +140,14 @@ class QuizTableTest(unittest.TestCase):
                 for text in question.texts.values():
                     self.assertTrue(re_placeholder(text.observed), "the observed line of %s quotes nothing" % question.id)
 
+    def test_a_quoted_list_is_joined_in_the_language_it_is_shown_in(self):
+        english, japanese = (quiz.observations(*sample_run(), lang=lang) for lang in ("en", "ja"))
+        for name in ("outage_waits", "outage_bounds"):
+            with self.subTest(name=name):
+                self.assertIn(", ", english[name])
+                self.assertNotIn(", ", japanese[name])
+                self.assertEqual(japanese[name].split("\u3001"), english[name].split(", "))
+
     def test_the_quoted_values_change_with_the_evidence(self):
         evidence, observed, relays = sample_run()
         before = rendered(quiz.observations(evidence, observed, relays))
