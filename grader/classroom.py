@@ -18,6 +18,7 @@ from .common import QUERY_S, Fail, bound_refused, describe, interrupted, msg
 from .messages import render, text
 from .parent import PROCESSES, Grader
 from .results import skipped_entry
+from .stopping import Completions
 from .text import data, shown
 
 Worker = collections.namedtuple("Worker", "name path")
@@ -203,9 +204,8 @@ class Tasks:
     """The checks handed to a thread pool: none starts after stop(), which returns once none is running.
 
     Submit `tasks.run` with the check's function and arguments. The grader
-    removes its temporary folders only after stop(): the pool alone cannot
-    promise that, since a signal that unwinds pool.submit while it starts a
-    thread leaves that thread out of the pool's join.
+    removes its temporary folders only after stop(), in the finally of a
+    stopping.Completions block (no stop signal unwinds it half-way).
     """
 
     def __init__(self):
@@ -229,8 +229,9 @@ class Tasks:
     def stop(self):
         """Start no more checks; return once none is running (each is bounded by its steps' time-outs).
 
-        A KeyboardInterrupt or a stop signal while it waits does not end the
-        wait (what is running still holds the folders); it is raised after.
+        A KeyboardInterrupt or a stop signal while it waits (outside a
+        Completions block) does not end the wait (what is running still holds
+        the folders); it is raised after.
         """
         raised = None
         with self.changed:
@@ -255,50 +256,52 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
     folders = collections.Counter(os.path.dirname(worker.path) for worker in workers)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs)
     tasks = Tasks()
-    try:
-        for worker in workers:
-            grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
-                            isolation=getattr(options, "isolation", "all"),
-                            shared_folder=folders[os.path.dirname(worker.path)] > 1, seed=options.seed)
-            grader.allow_kit_imports = getattr(options, "allow_kit_imports", False)
-            one = Graded(worker, grader, checks)
-            graded.append(one)
-            error = compile_error(worker.path)  # audit: G59, G60
-            if error is not None:
-                one.tasks = 1
-                one.add([not_compiling(check, error, lang) for check in checks])
-                if on_results:
-                    on_results(one, one.results)
-                if on_worker:
-                    on_worker(one)
-                continue
-            one.tasks = len(checks)
-            for check in checks:
-                future = pool.submit(tasks.run, one.run, check, lang)
-                futures[future], order[future] = one, len(order)
-        waiting = set(futures)
-        while waiting:
-            finished, waiting = concurrent.futures.wait(waiting, timeout=TICK, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in sorted(finished, key=lambda f: order[f]):
-                one = futures[future]
-                result = future.result()
-                one.add([result])
-                if on_results:
-                    on_results(one, [result])
-                if one.done():
-                    one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
+    with Completions() as done:  # a stop signal is raised by done.wait, never inside the pool's locks
+        try:
+            for worker in workers:
+                grader = Grader(worker.path, options.timeout, options.keep, limits=options.limits,
+                                isolation=getattr(options, "isolation", "all"),
+                                shared_folder=folders[os.path.dirname(worker.path)] > 1, seed=options.seed)
+                grader.allow_kit_imports = getattr(options, "allow_kit_imports", False)
+                one = Graded(worker, grader, checks)
+                graded.append(one)
+                error = compile_error(worker.path)  # audit: G59, G60
+                if error is not None:
+                    one.tasks = 1
+                    one.add([not_compiling(check, error, lang) for check in checks])
+                    if on_results:
+                        on_results(one, one.results)
                     if on_worker:
                         on_worker(one)
-            if on_tick and not finished:
-                on_tick()
-    finally:
-        try:
-            PROCESSES.kill_all()  # no step starts from here on
-            tasks.stop()
+                    continue
+                one.tasks = len(checks)
+                for check in checks:
+                    future = done.watch(pool.submit(tasks.run, one.run, check, lang))
+                    futures[future], order[future] = one, len(order)
+            waiting = len(futures)
+            while waiting:
+                finished = done.wait(TICK)
+                waiting -= len(finished)
+                for future in sorted(finished, key=lambda f: order[f]):
+                    one = futures[future]
+                    result = future.result()
+                    one.add([result])
+                    if on_results:
+                        on_results(one, [result])
+                    if one.done():
+                        one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
+                        if on_worker:
+                            on_worker(one)
+                if on_tick and not finished:
+                    on_tick()
         finally:
-            pool.shutdown(wait=True)
-            for one in graded:
-                one.grader.close()
+            try:
+                PROCESSES.kill_all()  # no step starts from here on
+                tasks.stop()
+            finally:
+                pool.shutdown(wait=True)
+                for one in graded:
+                    one.grader.close()
     return graded
 
 

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import signal
 import sys
 import time
 import traceback
@@ -28,6 +27,7 @@ from .registry import CHECKS, NAMES, POINTS
 from .render import evidence, gradescope, jsonfile, terminal
 from .wrap import display_width
 from .report import ReportFolder, atomic_write, load_shard, survey
+from .stopping import Stopped, stop_on_signals
 from .results import json_evidence  # noqa: F401 (the quiz's and tests')
 from .text import shown
 from .wrap import columns, wrap  # noqa: F401 (the help's, the report's and tests')
@@ -41,43 +41,6 @@ CLASS_FILES_EVERY = 5.0  # seconds between two rewrites of the class files while
 MEMORY_RANGE = (128, 1024 * 1024)  # MiB: less cannot start Python with the kit; more is no limit
 FILE_RANGE = (1, 1024 * 1024)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GRADER_ERROR = 0, 1, 2, 3
-
-
-class Stopped(BaseException):
-    """A signal asked the grader to stop; exits with 128 + its number, after every finally has run."""
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def stop_on_signal(signum, frame):
-    # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so every finally
-    # below runs: children are killed, temporary DBs removed. Later signals go to a
-    # handler that does nothing, since unwinding that cleanup half-way would leave
-    # what it was removing (it is bounded: no step starts once stopping). Not SIG_IGN:
-    # a signal caught but not yet handled would then raise OSError mid-cleanup.
-    for name in STOP_SIGNALS:
-        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
-            signal.signal(getattr(signal, name), ignore_signal)
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Stopped(signum)
-
-
-STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")  # SIGHUP: not on Windows
-
-
-def ignore_signal(signum, frame):
-    pass
-
-
-def stop_on_signals():
-    """Unwind on SIGTERM, SIGHUP and Ctrl-C alike (stop_on_signal); one this process was started ignoring stays
-    ignored (`nohup` ignores SIGHUP, a shell's background job SIGINT)."""
-    for name in STOP_SIGNALS:
-        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
-            signal.signal(getattr(signal, name), stop_on_signal)
 
 
 def evidence_table(raw, lang):

@@ -20,14 +20,14 @@ import unicodedata
 
 from . import __version__
 from .cli import (
-    EXIT_FAILED, EXIT_GRADER_ERROR, EXIT_OK, EXIT_USAGE, REFERENCE, Stopped, evidence_table, json_evidence,
-    stop_on_signals,
+    EXIT_FAILED, EXIT_GRADER_ERROR, EXIT_OK, EXIT_USAGE, REFERENCE, evidence_table, json_evidence,
 )
-from .classroom import Tasks
+from .classroom import TICK, Tasks
 from .common import Fail
 from .messages import MESSAGES, render, text
 from .parent import PROCESSES, ROOT, Grader
 from .quiz_questions import LETTERS, QUESTIONS
+from .stopping import Completions, Stopped, stop_on_signals
 from .registry import CHECKS
 from .text import shown
 from .wrap import columns, wrap
@@ -105,22 +105,27 @@ def run_reference(grader, lang):
     checks = [check for check in CHECKS if check.name in SCENARIOS]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(checks))
     tasks = Tasks()  # the caller removes the folders once this returns: no check may still be running then
-    try:
-        futures = [(check.name, pool.submit(tasks.run, check.run, grader.for_check(check))) for check in checks]
-        observed = {}
-        for name, future in futures:
-            try:
-                observed[name] = future.result()[1]  # (expected, observed): the observation is what the quiz quotes
-            except Fail as fail:
-                raise ReferenceFailed(text(lang, "quiz.reference-failed", name=name, expected=fail.expected,
-                                           observed=fail.observed))
-        return observed
-    finally:
+    with Completions() as done:  # a stop signal is raised by done.wait, never inside the pool's locks
         try:
-            PROCESSES.kill_all()  # nothing should be left; after an interrupt, the children go too
-            tasks.stop()
+            futures = [(check.name, done.watch(pool.submit(tasks.run, check.run, grader.for_check(check))))
+                       for check in checks]
+            left = len(futures)
+            while left:
+                left -= len(done.wait(TICK))
+            observed = {}
+            for name, future in futures:
+                try:
+                    observed[name] = future.result()[1]  # (expected, observed): what the quiz quotes
+                except Fail as fail:
+                    raise ReferenceFailed(text(lang, "quiz.reference-failed", name=name, expected=fail.expected,
+                                               observed=fail.observed))
+            return observed
         finally:
-            pool.shutdown(wait=True)
+            try:
+                PROCESSES.kill_all()  # nothing should be left; after an interrupt, the children go too
+                tasks.stop()
+            finally:
+                pool.shutdown(wait=True)
 
 
 def run_relays(tmp, lang):

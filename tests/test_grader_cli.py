@@ -89,12 +89,7 @@ class GradeCommandLineTest(TempDirTestCase):
         self.assertNotIn("Exception ignored", proc.stderr)
 
     def start_hanging_grader(self):
-        worker = self.write_worker('''
-            import time
-            def init_store(path):
-                time.sleep(3600)
-            intake = pending = mark_sent = dispatch = send_http = init_sink = receive = validate_event = init_store
-        ''')
+        worker = self.write_worker(HANGING_WORKER)
         tmp = self.path("tmp")
         os.mkdir(tmp)
         proc = subprocess.Popen([sys.executable, GRADE, "--impl", worker], cwd=ROOT, env=python_env(TMPDIR=tmp),
@@ -141,6 +136,42 @@ class GradeCommandLineTest(TempDirTestCase):
         self.assertEqual(children_running(worker), [])
         self.assertEqual(os.listdir(tmp), [], left_in(tmp))
 
+    def test_a_signal_just_after_the_main_thread_took_a_lock_does_not_hang_the_grader(self):
+        # concurrent.futures.wait takes every future's lock in turn: a stop raised half-way left some held, and the
+        # pool threads (then the grader's own shutdown) waited on them for ever. Each driver sends SIGTERM right
+        # after the main thread has taken the K-th threading.Condition lock since the steps started: K = 1..12
+        # covers the submissions and the first waits (the old loop's futures.wait was at K = 9 and 10).
+        if not os.path.isdir("/proc"):
+            self.skipTest("finding the grader's children needs /proc")
+        runs = []
+        for k in range(1, 13):
+            worker = self.write_worker(HANGING_WORKER, name="worker-%d.py" % k)
+            files = {name: self.path("%s-%d" % (name, k)) for name in ("arm", "fired", "tmp")}
+            os.mkdir(files["tmp"])
+            driver = self.write_worker(LOCK_DRIVER % dict(files, k=k, grade=GRADE), name="driver-%d.py" % k)
+            proc = subprocess.Popen([sys.executable, driver, "--impl", worker, "--timeout", "2", "-k", "intake-atomic",
+                                     "-k", "dropped-response"], cwd=ROOT, env=python_env(TMPDIR=files["tmp"]),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+            self.addCleanup(stop, proc)
+            runs.append((k, proc, files, worker))
+        for k, proc, files, worker in runs:
+            wait_until(lambda: children_running(worker), what="the children of grader %d" % k)
+            open(files["arm"], "w").close()
+        fired, deadline = 0, time.monotonic() + 60
+        for k, proc, files, worker in runs:
+            with self.subTest(k=k):
+                out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
+                if not os.path.exists(files["fired"]):  # fewer locks than k in the whole run: it ends as usual
+                    self.assertEqual(proc.returncode, 1, err)
+                    continue
+                fired += 1
+                self.assertEqual(proc.returncode, 143, err)
+                self.assertIn("interrupted", err)
+                self.assertNotIn("Traceback", err)
+                self.assertEqual(os.listdir(files["tmp"]), [], left_in(files["tmp"]))
+                self.assertEqual(children_running(worker), [])
+        self.assertGreater(fired, 0)  # else no signal came where it is meant to
+
     def test_children_end_when_the_grader_is_killed(self):
         if not os.path.isdir("/proc"):
             self.skipTest("finding the grader's children needs /proc")
@@ -149,6 +180,47 @@ class GradeCommandLineTest(TempDirTestCase):
         proc.communicate(timeout=30)
         wait_until(lambda: children_running(worker) == [], what="orphaned children to exit")
 
+
+
+HANGING_WORKER = '''
+    import time
+    def init_store(path):
+        time.sleep(3600)
+    intake = pending = mark_sent = dispatch = send_http = init_sink = receive = validate_event = init_store
+'''
+
+# grade.py, with every threading.Condition's lock traced: once the file `arm` exists, the k-th time the main
+# thread takes such a lock it sends itself SIGTERM while holding it (and writes `fired`).
+LOCK_DRIVER = '''
+    import os, runpy, signal, sys, threading
+
+    class Traced:
+        def __init__(self, lock):
+            self.lock = lock
+        def acquire(self, *args, **kwargs):
+            got = self.lock.acquire(*args, **kwargs)
+            if got and not FIRED and threading.get_ident() == MAIN and os.path.exists(%(arm)r):
+                TAKEN.append(True)
+                if len(TAKEN) == %(k)d:
+                    FIRED.append(True)
+                    open(%(fired)r, "w").close()
+                    os.kill(os.getpid(), signal.SIGTERM)
+            return got
+        def release(self):
+            self.lock.release()
+        def __enter__(self):
+            return self.acquire()
+        def __exit__(self, *exc):
+            self.release()
+        def __getattr__(self, name):
+            return getattr(self.lock, name)
+
+    TAKEN, FIRED, MAIN = [], [], threading.get_ident()  # not current_thread(): a starting thread is not in it yet
+    untraced = threading.Condition.__init__
+    threading.Condition.__init__ = lambda self, lock=None: untraced(self, Traced(lock or threading.RLock()))
+    sys.argv[0] = %(grade)r
+    runpy.run_path(%(grade)r, run_name="__main__")
+'''
 
 
 def left_in(top):

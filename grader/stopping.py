@@ -1,0 +1,143 @@
+"""How a stop signal (SIGTERM, SIGHUP, Ctrl-C) ends the grader: it unwinds the main thread, but only where that is safe.
+
+Owns the grader's signal handlers and the one place its main thread waits on
+pool threads (`Completions`). A handler that raises can raise between any
+two bytecodes, also inside the standard library's own lock handling:
+`concurrent.futures.wait` takes the lock of every future one by one, and a
+stop raised half-way leaves some of them held, so a pool thread that then
+finishes its check blocks on that lock forever, and so does the grader's
+`pool.shutdown()`. Inside a `Completions` block a stop signal is only
+recorded (and wakes `wait`); it is raised from `wait`, or when the block
+ends, at a point where the main thread holds no lock.
+"""
+import queue
+import select
+import signal
+import socket
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")  # SIGHUP: not on Windows
+_deferring = []  # the Completions block the main thread is in, if any (signal handlers run in the main thread)
+
+
+class Stopped(BaseException):
+    """A signal asked the grader to stop; exits with 128 + its number, after every finally has run."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stop_on_signals():
+    """Unwind on SIGTERM, SIGHUP and Ctrl-C alike (stop_on_signal); one this process was started ignoring stays
+    ignored (`nohup` ignores SIGHUP, a shell's background job SIGINT)."""
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
+            signal.signal(getattr(signal, name), stop_on_signal)
+
+
+def stop_on_signal(signum, frame):
+    # Later signals go to a handler that does nothing, since unwinding the first
+    # one's cleanup half-way would leave what it was removing (it is bounded: no
+    # step starts once stopping). Not SIG_IGN: a signal caught but not yet
+    # handled would then raise OSError mid-cleanup.
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
+            signal.signal(getattr(signal, name), ignore_signal)
+    if _deferring:
+        _deferring[-1].stop(signum)
+        return
+    raise stop_for(signum)
+
+
+def ignore_signal(signum, frame):
+    pass
+
+
+def stop_for(signum):
+    """The exception a stop signal unwinds with: KeyboardInterrupt for Ctrl-C, as Python's own, else Stopped."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
+class Completions:
+    """Futures of a thread pool as they complete, for the main thread; a block in which stop signals wait their turn.
+
+        with Completions() as done:
+            for ...:
+                done.watch(pool.submit(...))
+            while ...:
+                for future in done.wait(TICK): ...   # raises Stopped (or KeyboardInterrupt) here
+            # and the cleanup, in a finally inside the block
+
+    A stop signal inside the block is raised by the next `wait` (which it
+    wakes at once), or as the block ends if none comes: after the block's own
+    finally clauses have run undisturbed. The main thread's code in the block
+    must therefore not block for long but in `wait`: each thing it does
+    (submitting, showing a result, closing a grader) is bounded. Enter it in
+    the main thread only, and leave it once the pool has shut down.
+    """
+
+    def __init__(self):
+        self._done = queue.SimpleQueue()  # futures, put by the pool's threads as each completes
+        self._wake_r, self._wake_w = socket.socketpair()  # select() waits on sockets everywhere, Windows too
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.signum = None
+
+    def __enter__(self):
+        _deferring.append(self)
+        # A signal the kernel hands to a pool thread does not interrupt the main thread's select(): with a wake-up
+        # fd, Python's own C handler writes to it, whichever thread received the signal.
+        self._wakeup_was = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        return self
+
+    def __exit__(self, kind, value, tb):
+        signal.set_wakeup_fd(self._wakeup_was)
+        _deferring.remove(self)
+        self._wake_r.close()
+        self._wake_w.close()
+        if kind is None and self.signum is not None:
+            raise stop_for(self.signum)
+        return False
+
+    def watch(self, future):
+        """Have `future` come out of `wait` once it completes; returns it."""
+        future.add_done_callback(self._completed)
+        return future
+
+    def wait(self, timeout):
+        """The watched futures completed since the last call, in no set order; [] after `timeout` seconds of none.
+
+        Raises the stop a signal asked for, at once, whatever has completed.
+        """
+        if self.signum is None and self._done.empty():
+            select.select([self._wake_r], [], [], timeout)
+        self._drain()
+        if self.signum is not None:
+            raise stop_for(self.signum)
+        completed = []
+        while not self._done.empty():
+            completed.append(self._done.get_nowait())
+        return completed
+
+    def stop(self, signum):
+        """Called by the signal handler (in the main thread): remember the first stop, and wake `wait`."""
+        if self.signum is None:
+            self.signum = signum
+        self._poke()
+
+    def _completed(self, future):  # in a pool thread, after the future's own lock is released
+        self._done.put(future)
+        self._poke()
+
+    def _poke(self):
+        try:
+            self._wake_w.send(b"!")
+        except OSError:  # its buffer is full (a wake-up is pending anyway), or the block has ended
+            pass
+
+    def _drain(self):
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:  # BlockingIOError: nothing more to read
+            pass

@@ -1,0 +1,103 @@
+"""grader/stopping.py: a stop signal inside a Completions block is raised by its wait, or as it ends, never before."""
+import concurrent.futures
+import os
+import signal
+import threading
+import time
+import unittest
+
+from grader.stopping import Completions, Stopped, stop_on_signals
+
+
+@unittest.skipUnless(hasattr(signal, "SIGTERM") and hasattr(os, "kill") and os.name == "posix",
+                     "sends itself SIGTERM: POSIX")
+class CompletionsTest(unittest.TestCase):
+    def setUp(self):
+        saved = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGTERM", "SIGINT", "SIGHUP")}
+        self.addCleanup(lambda: [signal.signal(getattr(signal, name), handler) for name, handler in saved.items()])
+        stop_on_signals()
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+        self.addCleanup(self.pool.shutdown, wait=True)
+
+    def test_a_signal_in_the_block_is_raised_by_the_next_wait_not_where_it_lands(self):
+        lock = threading.Lock()
+        with self.assertRaises(Stopped) as raised:
+            with Completions() as done:
+                with lock:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    for _ in range(10000):  # bytecodes enough for the handler to have run, in here
+                        pass
+                    self.assertEqual(done.signum, signal.SIGTERM)
+                self.assertFalse(lock.locked())
+                done.wait(60)
+        self.assertEqual(raised.exception.signum, signal.SIGTERM)
+
+    def test_a_signal_with_no_wait_after_it_is_raised_as_the_block_ends_after_its_finally(self):
+        cleaned = []
+        with self.assertRaises(KeyboardInterrupt):
+            with Completions():
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    for _ in range(10000):
+                        pass
+                finally:
+                    cleaned.append(True)
+        self.assertEqual(cleaned, [True])
+
+    def test_later_signals_are_ignored_and_the_first_one_decides(self):
+        with self.assertRaises(Stopped) as raised:
+            with Completions() as done:
+                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    os.kill(os.getpid(), signum)
+                    for _ in range(10000):
+                        pass
+                done.wait(60)
+        self.assertEqual(raised.exception.signum, signal.SIGTERM)
+
+    @unittest.skipUnless(hasattr(signal, "pthread_sigmask"), "needs pthread_sigmask")
+    def test_a_signal_that_another_thread_receives_wakes_a_wait_at_once(self):
+        # The main thread blocks SIGTERM, so the kernel hands it to the sender thread: only the wake-up fd can
+        # end the main thread's select() then (Python runs the handler in the main thread all the same). Should
+        # the wait sleep on, the sender ends it after 30 s by completing a future, and says so.
+        waiting, woken, nudge, late = threading.Event(), threading.Event(), concurrent.futures.Future(), []
+
+        def send():
+            if waiting.wait(30):
+                os.kill(os.getpid(), signal.SIGTERM)
+                if not woken.wait(30):
+                    late.append(True)
+                    nudge.set_result(None)
+
+        sender = threading.Thread(target=send)
+        sender.start()  # before the mask: a thread starts with its creator's
+        self.addCleanup(sender.join, 60)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+        self.addCleanup(signal.pthread_sigmask, signal.SIG_UNBLOCK, [signal.SIGTERM])
+        with self.assertRaises(Stopped):
+            with Completions() as done:
+                done.watch(nudge)
+                waiting.set()
+                try:
+                    done.wait(90)
+                finally:
+                    woken.set()
+        self.assertEqual(late, [], "the wait was not woken by the signal")
+
+    def test_wait_gives_each_completed_future_once(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+        with Completions() as done:
+            futures = [done.watch(self.pool.submit(release.wait, 30)) for _ in range(3)]
+            self.assertEqual(done.wait(0), [])
+            release.set()
+            seen = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 3 and time.monotonic() < deadline:
+                seen += done.wait(1)
+            self.assertEqual(sorted(map(id, seen)), sorted(map(id, futures)))
+            self.assertEqual(done.wait(0), [])
+        self.assertTrue(all(future.result() for future in futures))
+
+
+if __name__ == "__main__":
+    unittest.main()
