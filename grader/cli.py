@@ -267,6 +267,9 @@ def main(argv=None):
         return grade(args)
     except BrokenPipeError:
         raise
+    except (KeyboardInterrupt, Stopped) as stop:  # one after the checks ended, while the report is written or shown
+        print(text(args.lang, "cli.interrupted"), file=sys.stderr)
+        return 128 + stop.signum if isinstance(stop, Stopped) else 130
     except GraderError as exc:  # audit: G58
         print(text(args.lang, "cli.grader-error", error=render(exc.args[0], args.lang)), file=sys.stderr)
         return EXIT_GRADER_ERROR

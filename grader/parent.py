@@ -25,6 +25,7 @@ from . import box, contain, drivers, remote
 from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
 from .common import SNACK, Fail, bound_refused, describe, expect, msg, read_only, rows, wrong_class
 from .corpus import DEFAULT_SEED
+from .stopping import Deferred
 from .text import data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -279,9 +280,10 @@ class Grader:
         self.zygote = Zygote(self)
 
     def close(self):
-        self.zygote.close()
-        if not self.keep:
-            remove_tree(self.tmp)  # audit: G55
+        with Deferred():  # a stop signal waits until the zygote has ended and the folders are gone
+            self.zygote.close()
+            if not self.keep:
+                remove_tree(self.tmp)  # audit: G55
 
     def isolation(self):
         """The box the worker was imported in, as its zygote said before the import; else what it was to get."""

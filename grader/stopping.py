@@ -1,8 +1,9 @@
 """How a stop signal (SIGTERM, SIGHUP, Ctrl-C) ends the grader: it unwinds the main thread, but only where that is safe.
 
-Owns the grader's signal handlers and the one place its main thread waits on
-pool threads (`Completions`). A handler that raises can raise between any
-two bytecodes, also inside the standard library's own lock handling:
+Owns the grader's signal handlers, the one place its main thread waits on
+pool threads (`Completions`), and blocks that no stop may cut short
+(`Deferred`). A handler that raises can raise between any two bytecodes,
+also inside the standard library's own lock handling:
 `concurrent.futures.wait` takes the lock of every future one by one, and a
 stop raised half-way leaves some of them held, so a pool thread that then
 finishes its check blocks on that lock forever, and so does the grader's
@@ -14,9 +15,10 @@ import queue
 import select
 import signal
 import socket
+import threading
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")  # SIGHUP: not on Windows
-_deferring = []  # the Completions block the main thread is in, if any (signal handlers run in the main thread)
+_deferring = []  # the Deferred blocks the main thread is in, innermost last (signal handlers run in the main thread)
 
 
 class Stopped(BaseException):
@@ -58,8 +60,41 @@ def stop_for(signum):
     return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
 
 
-class Completions:
-    """Futures of a thread pool as they complete, for the main thread; a block in which stop signals wait their turn.
+class Deferred:
+    """A block of the main thread that a stop signal does not unwind: it is raised as the block ends, if at all.
+
+    For cleanup that must run whole (a grader's close: its zygote, its
+    folders). What the block does must be bounded: no stop ends it early.
+    Inside another such block, the stop passes to that one as this ends.
+    """
+
+    signum = None
+
+    def __enter__(self):
+        # Signal handlers run in the main thread: a block in another thread has nothing to defer.
+        self.main = threading.current_thread() is threading.main_thread()
+        if self.main:
+            _deferring.append(self)
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if not self.main:
+            return False
+        _deferring.remove(self)
+        if self.signum is not None and _deferring:
+            _deferring[-1].stop(self.signum)  # the enclosing block raises it: its own cleanup may not be over
+        elif self.signum is not None and kind is None:
+            raise stop_for(self.signum)
+        return False
+
+    def stop(self, signum):
+        """Called by the signal handler (in the main thread), or by a block inside: remember the first stop."""
+        if self.signum is None:
+            self.signum = signum
+
+
+class Completions(Deferred):
+    """Futures of a thread pool as they complete, for the main thread; a Deferred block that `wait` may end early.
 
         with Completions() as done:
             for ...:
@@ -72,8 +107,8 @@ class Completions:
     wakes at once), or as the block ends if none comes: after the block's own
     finally clauses have run undisturbed. The main thread's code in the block
     must therefore not block for long but in `wait`: each thing it does
-    (submitting, showing a result, closing a grader) is bounded. Enter it in
-    the main thread only, and leave it once the pool has shut down.
+    (submitting, showing a result, closing a grader) is bounded. Leave it
+    once the pool has shut down. (In another thread it defers nothing.)
     """
 
     def __init__(self):
@@ -81,23 +116,21 @@ class Completions:
         self._wake_r, self._wake_w = socket.socketpair()  # select() waits on sockets everywhere, Windows too
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self.signum = None
 
     def __enter__(self):
-        _deferring.append(self)
-        # A signal the kernel hands to a pool thread does not interrupt the main thread's select(): with a wake-up
-        # fd, Python's own C handler writes to it, whichever thread received the signal.
-        self._wakeup_was = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        super().__enter__()
+        if self.main:
+            # A signal the kernel hands to a pool thread does not interrupt the main thread's select(): with a
+            # wake-up fd, Python's own C handler writes to it, whichever thread received the signal.
+            self._wakeup_was = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         return self
 
     def __exit__(self, kind, value, tb):
-        signal.set_wakeup_fd(self._wakeup_was)
-        _deferring.remove(self)
+        if self.main:
+            signal.set_wakeup_fd(self._wakeup_was)
         self._wake_r.close()
         self._wake_w.close()
-        if kind is None and self.signum is not None:
-            raise stop_for(self.signum)
-        return False
+        return super().__exit__(kind, value, tb)
 
     def watch(self, future):
         """Have `future` come out of `wait` once it completes; returns it."""
@@ -121,8 +154,7 @@ class Completions:
 
     def stop(self, signum):
         """Called by the signal handler (in the main thread): remember the first stop, and wake `wait`."""
-        if self.signum is None:
-            self.signum = signum
+        super().stop(signum)
         self._poke()
 
     def _completed(self, future):  # in a pool thread, after the future's own lock is released

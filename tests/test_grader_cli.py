@@ -172,6 +172,27 @@ class GradeCommandLineTest(TempDirTestCase):
                 self.assertEqual(children_running(worker), [])
         self.assertGreater(fired, 0)  # else no signal came where it is meant to
 
+    def test_a_signal_while_the_totals_are_shown_exits_with_its_status_and_no_traceback(self):
+        worker = self.write_worker(HANGING_WORKER)
+        driver = self.write_worker('''
+            import os, runpy, signal, sys
+            sys.path.insert(0, %(root)r)
+            from grader import cli
+            shown = cli.show_totals
+            def show_totals(*args, **kwargs):
+                os.kill(os.getpid(), signal.SIGTERM)
+                return shown(*args, **kwargs)
+            cli.show_totals = show_totals
+            sys.argv[0] = %(grade)r
+            runpy.run_path(%(grade)r, run_name="__main__")
+        ''' % {"root": ROOT, "grade": GRADE}, name="driver.py")
+        proc = subprocess.run([sys.executable, driver, "--impl", worker, "--timeout", "1", "-k", "intake-atomic"],
+                              cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=120)
+        self.assertEqual(proc.returncode, 143, proc.stderr)
+        self.assertIn("interrupted", proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+
     def test_children_end_when_the_grader_is_killed(self):
         if not os.path.isdir("/proc"):
             self.skipTest("finding the grader's children needs /proc")

@@ -6,7 +6,7 @@ import threading
 import time
 import unittest
 
-from grader.stopping import Completions, Stopped, stop_on_signals
+from grader.stopping import Completions, Deferred, Stopped, stop_on_signals
 
 
 @unittest.skipUnless(hasattr(signal, "SIGTERM") and hasattr(os, "kill") and os.name == "posix",
@@ -43,6 +43,30 @@ class CompletionsTest(unittest.TestCase):
                 finally:
                     cleaned.append(True)
         self.assertEqual(cleaned, [True])
+
+    def test_a_deferred_block_inside_another_hands_its_stop_to_the_outer_one(self):
+        # A grader's close (Deferred) inside grade_all's cleanup (Completions): raising at the inner block's end
+        # would skip the rest of the outer cleanup.
+        after_inner = []
+        with self.assertRaises(Stopped):
+            with Completions() as done:
+                try:
+                    with Deferred():
+                        os.kill(os.getpid(), signal.SIGTERM)
+                        for _ in range(10000):
+                            pass
+                    after_inner.append(True)
+                finally:
+                    after_inner.append(done.signum)
+        self.assertEqual(after_inner, [True, signal.SIGTERM])
+
+    def test_a_deferred_block_alone_raises_its_stop_as_it_ends(self):
+        with self.assertRaises(Stopped):
+            with Deferred() as block:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(10000):
+                    pass
+                self.assertEqual(block.signum, signal.SIGTERM)
 
     def test_later_signals_are_ignored_and_the_first_one_decides(self):
         with self.assertRaises(Stopped) as raised:
