@@ -27,7 +27,7 @@ from .registry import CHECKS, NAMES, POINTS
 from .render import evidence, gradescope, jsonfile, terminal
 from .wrap import display_width
 from .report import ReportFolder, atomic_write, load_shard, survey
-from .stopping import Stopped, stop_on_signals
+from .stopping import Stopped, default_on_signals, stop_on_signals
 from .results import json_evidence  # noqa: F401 (the quiz's and tests')
 from .text import shown
 from .wrap import columns, wrap  # noqa: F401 (the help's, the report's and tests')
@@ -278,6 +278,8 @@ def main(argv=None):
             traceback.print_exc()
         print(text(args.lang, "cli.grader-error", error=describe(exc)), file=sys.stderr)
         return EXIT_GRADER_ERROR
+    finally:
+        default_on_signals()
 
 
 class InOrder:

@@ -37,6 +37,15 @@ def stop_on_signals():
             signal.signal(getattr(signal, name), stop_on_signal)
 
 
+def default_on_signals():
+    """Give the stop signals their default action back, once the run is over and only the interpreter's exit is left:
+    a signal then ends the process by that signal (a shell shows 128 + N), where a handler that raised in the
+    interpreter's own exit code (threading._shutdown) would print a traceback and exit 1."""
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) in (stop_on_signal, ignore_signal):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
 def stop_on_signal(signum, frame):
     # Later signals go to a handler that does nothing, since unwinding the first
     # one's cleanup half-way would leave what it was removing (it is bounded: no

@@ -165,8 +165,11 @@ class GradeCommandLineTest(TempDirTestCase):
                     self.assertEqual(proc.returncode, 1, err)
                     continue
                 fired += 1
-                self.assertEqual(proc.returncode, 143, err)
-                self.assertIn("interrupted", err)
+                if proc.returncode == -signal.SIGTERM:  # the k-th lock came after the run, in the interpreter's exit
+                    self.assertIn("grade: 0 passed, 2 failed", out)  # (PyPy takes fewer locks than CPython)
+                else:
+                    self.assertEqual(proc.returncode, 143, err)
+                    self.assertIn("interrupted", err)
                 self.assertNotIn("Traceback", err)
                 self.assertEqual(os.listdir(files["tmp"]), [], left_in(files["tmp"]))
                 self.assertEqual(children_running(worker), [])
