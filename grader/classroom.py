@@ -269,10 +269,11 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
                 if error is not None:
                     one.tasks = 1
                     one.add([not_compiling(check, error, lang) for check in checks])
-                    if on_results:
-                        on_results(one, one.results)
-                    if on_worker:
-                        on_worker(one)
+                    with done.unwinding_allowed():  # output, which may block on a reader: a stop unwinds it
+                        if on_results:
+                            on_results(one, one.results)
+                        if on_worker:
+                            on_worker(one)
                     continue
                 one.tasks = len(checks)
                 for check in checks:
@@ -287,13 +288,16 @@ def grade_all(workers, checks, options, lang, on_results=None, on_worker=None, o
                     result = future.result()
                     one.add([result])
                     if on_results:
-                        on_results(one, [result])
+                        with done.unwinding_allowed():
+                            on_results(one, [result])
                     if one.done():
                         one.grader.close()  # its zygote and its files: a class keeps only a few workers' at once
                         if on_worker:
-                            on_worker(one)
+                            with done.unwinding_allowed():
+                                on_worker(one)
                 if on_tick and not finished:
-                    on_tick()
+                    with done.unwinding_allowed():
+                        on_tick()
         finally:
             try:
                 PROCESSES.kill_all()  # no step starts from here on

@@ -27,7 +27,7 @@ from .common import Fail
 from .messages import MESSAGES, render, text
 from .parent import PROCESSES, ROOT, Grader
 from .quiz_questions import LETTERS, QUESTIONS
-from .stopping import Completions, Stopped, stop_on_signals
+from .stopping import Completions, Deferred, Stopped, stop_on_signals
 from .registry import CHECKS
 from .text import shown
 from .wrap import columns, wrap
@@ -59,12 +59,14 @@ def main(args):
     try:
         say(out, text(lang, "quiz.running"))
         started = time.monotonic()
-        grader = Grader(REFERENCE, args.timeout, args.keep)
-        try:
-            observed = run_reference(grader, lang)
-            relays = run_relays(grader.tmp, lang)
-        finally:
-            grader.close()
+        with Deferred() as block:  # from its folder's making to its removal, no stop cuts the grader's life short
+            grader = Grader(REFERENCE, args.timeout, args.keep)
+            try:
+                with block.unwinding_allowed():  # the relay runs wait on children: a stop unwinds them at once
+                    observed = run_reference(grader, lang)
+                    relays = run_relays(grader.tmp, lang)
+            finally:
+                grader.close()
         seconds = time.monotonic() - started
         # What the questions quote, in the words of the quiz's language and in English (the JSON's, language-neutral).
         fields = {language: observations(grader.evidence, observed, relays, language) for language in {lang, "en"}}

@@ -11,10 +11,12 @@ finishes its check blocks on that lock forever, and so does the grader's
 recorded (and wakes `wait`); it is raised from `wait`, or when the block
 ends, at a point where the main thread holds no lock.
 """
+import contextlib
 import queue
 import select
 import signal
 import socket
+import sys
 import threading
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")  # SIGHUP: not on Windows
@@ -54,7 +56,7 @@ def stop_on_signal(signum, frame):
     for name in STOP_SIGNALS:
         if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
             signal.signal(getattr(signal, name), ignore_signal)
-    if _deferring:
+    if _deferring and not _deferring[-1].unwinding:
         _deferring[-1].stop(signum)
         return
     raise stop_for(signum)
@@ -73,11 +75,14 @@ class Deferred:
     """A block of the main thread that a stop signal does not unwind: it is raised as the block ends, if at all.
 
     For cleanup that must run whole (a grader's close: its zygote, its
-    folders). What the block does must be bounded: no stop ends it early.
-    Inside another such block, the stop passes to that one as this ends.
+    folders). What the block does must be bounded: no stop ends it early,
+    but in a part marked `with block.unwinding_allowed():`. Inside another
+    such block, the stop passes to that one as this ends (or is raised, in a
+    part of it where unwinding is allowed).
     """
 
     signum = None
+    unwinding = False  # in a part that a stop unwinds at once, as outside any block
 
     def __enter__(self):
         # Signal handlers run in the main thread: a block in another thread has nothing to defer.
@@ -90,16 +95,28 @@ class Deferred:
         if not self.main:
             return False
         _deferring.remove(self)
-        if self.signum is not None and _deferring:
+        if self.signum is not None and _deferring and not _deferring[-1].unwinding:
             _deferring[-1].stop(self.signum)  # the enclosing block raises it: its own cleanup may not be over
-        elif self.signum is not None and kind is None:
-            raise stop_for(self.signum)
+        elif self.signum is not None and not (kind is not None and issubclass(kind, (KeyboardInterrupt, Stopped))):
+            raise stop_for(self.signum)  # also over another exception (a broken pipe): the stop was asked for
         return False
 
     def stop(self, signum):
         """Called by the signal handler (in the main thread), or by a block inside: remember the first stop."""
         if self.signum is None:
             self.signum = signum
+
+    @contextlib.contextmanager
+    def unwinding_allowed(self):
+        """A part of the block that a stop unwinds at once: code that takes no lock a pool thread waits for, and may
+        block (writing to a pipe nobody reads, a child to wait for). A stop already recorded is raised on entry."""
+        if self.signum is not None:
+            raise stop_for(self.signum)
+        self.unwinding = True
+        try:
+            yield
+        finally:
+            self.unwinding = False
 
 
 class Completions(Deferred):
@@ -110,14 +127,14 @@ class Completions(Deferred):
                 done.watch(pool.submit(...))
             while ...:
                 for future in done.wait(TICK): ...   # raises Stopped (or KeyboardInterrupt) here
+                    with done.unwinding_allowed():
+                        show(future.result())        # output, which may block
             # and the cleanup, in a finally inside the block
 
     A stop signal inside the block is raised by the next `wait` (which it
-    wakes at once), or as the block ends if none comes: after the block's own
-    finally clauses have run undisturbed. The main thread's code in the block
-    must therefore not block for long but in `wait`: each thing it does
-    (submitting, showing a result, closing a grader) is bounded. Leave it
-    once the pool has shut down. (In another thread it defers nothing.)
+    wakes at once), in a part where unwinding is allowed, or as the block
+    ends: after the block's own finally clauses have run undisturbed. Leave
+    it once the pool has shut down. (In another thread it defers nothing.)
     """
 
     def __init__(self):
@@ -125,21 +142,29 @@ class Completions(Deferred):
         self._wake_r, self._wake_w = socket.socketpair()  # select() waits on sockets everywhere, Windows too
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
+        self._wakeup_was = None
 
     def __enter__(self):
         super().__enter__()
         if self.main:
-            # A signal the kernel hands to a pool thread does not interrupt the main thread's select(): with a
-            # wake-up fd, Python's own C handler writes to it, whichever thread received the signal.
-            self._wakeup_was = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+            try:
+                # A signal the kernel hands to a pool thread does not interrupt the main thread's select(): with a
+                # wake-up fd, Python's own C handler writes to it, whichever thread received the signal.
+                self._wakeup_was = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+            except BaseException:
+                self.__exit__(*sys.exc_info())  # out of _deferring, the sockets closed: no block left behind
+                raise
         return self
 
     def __exit__(self, kind, value, tb):
-        if self.main:
-            signal.set_wakeup_fd(self._wakeup_was)
-        self._wake_r.close()
-        self._wake_w.close()
-        return super().__exit__(kind, value, tb)
+        try:
+            if self._wakeup_was is not None:
+                signal.set_wakeup_fd(self._wakeup_was)
+        finally:
+            self._wake_r.close()
+            self._wake_w.close()
+            super().__exit__(kind, value, tb)  # raises the stop, if one is to be raised here
+        return False
 
     def watch(self, future):
         """Have `future` come out of `wait` once it completes; returns it."""

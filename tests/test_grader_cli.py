@@ -139,8 +139,9 @@ class GradeCommandLineTest(TempDirTestCase):
     def test_a_signal_just_after_the_main_thread_took_a_lock_does_not_hang_the_grader(self):
         # concurrent.futures.wait takes every future's lock in turn: a stop raised half-way left some held, and the
         # pool threads (then the grader's own shutdown) waited on them for ever. Each driver sends SIGTERM right
-        # after the main thread has taken the K-th threading.Condition lock since the steps started: K = 1..12
-        # covers the submissions and the first waits (the old loop's futures.wait was at K = 9 and 10).
+        # after the main thread has taken the K-th threading.Condition lock once the steps run, K = 1..12: on the
+        # code before, most of them fell in the loop's futures.wait and hung; here the first few fall in
+        # future.result() and the cleanup, and a K past the run's last lock fires in the interpreter's exit or not.
         if not os.path.isdir("/proc"):
             self.skipTest("finding the grader's children needs /proc")
         runs = []
