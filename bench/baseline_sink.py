@@ -48,7 +48,7 @@ def record(con, event):
 def connect(path, durability="full"):
     """The baseline's one connection: WAL, synchronous FULL (or NORMAL), schema created."""
     con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA journal_mode = WAL").fetchall()  # a row: read it, or PyPy keeps the statement open
     con.execute(SYNCHRONOUS[durability])
     for statement in SCHEMA:
         con.execute(statement)

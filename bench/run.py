@@ -174,9 +174,9 @@ class Counter:
 def raw_store(path, durability="full"):
     """A source DB on a plain connection with the kit's pragmas and tables, none of its code."""
     con = sqlite3.connect(path, isolation_level=None, timeout=5.0)
-    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA journal_mode = WAL").fetchall()  # a row: read it, or PyPy keeps the statement open
     con.execute(db.DURABILITY[durability])
-    con.execute("PRAGMA busy_timeout = 5000")
+    con.execute("PRAGMA busy_timeout = 5000").fetchall()
     con.execute("PRAGMA foreign_keys = ON")
     for statement in store.SCHEMA:
         con.execute(statement)
@@ -277,7 +277,7 @@ def build_source(path, sent_rows, unsent_rows=16):
         """SELECT id, '{"id":"' || id || '","qty":1,"sku":"bench"}', 1, 0.0, 0.0 FROM orders ORDER BY id"""
     )
     con.execute("COMMIT")
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # a row: read it, or PyPy keeps the statement open
     intake_many(con, events("u", unsent_rows))
     return con
 

@@ -115,6 +115,7 @@ def rows(cursor, limit=MAX_ROWS, budget=MAX_BYTES):
     for row in iter(cursor.fetchone, None):
         size += sum(len(value) if isinstance(value, (str, bytes)) else 8 for value in row)
         if len(got) == limit or size > budget:
+            cursor.close()  # its statement ends now, not when (on PyPy) the collector gets to it
             bounds = dict(limit=limit, budget=budget)
             raise Fail(msg("db.rows-bounded", **bounds), msg("db.rows-over", **bounds))
         got.append(row)
@@ -185,7 +186,7 @@ def plain_table_problem(con, table):
     sql = con.execute("SELECT sql FROM sqlite_master WHERE lower(name) = ? AND type = 'table'", (table,)).fetchone()
     if sql and sql[0] and sql[0].lstrip()[:14].upper() == "CREATE VIRTUAL":
         return msg("db.virtual-table", table=table)
-    for column in con.execute('PRAGMA table_xinfo("%s")' % table.replace('"', '""')):  # at most 2,000 columns
+    for column in con.execute('PRAGMA table_xinfo("%s")' % table.replace('"', '""')).fetchall():  # <= 2,000
         if column[-1]:  # hidden: 2 a VIRTUAL generated column, 3 a STORED one, 1 a virtual table's hidden one
             return msg("db.generated-column", table=table, column=column[1])
     return None

@@ -621,7 +621,7 @@ def build_v1(path, ids, sent=()):
     """A source DB exactly as release 1 wrote it: SCHEMA_V1, stamped 1, rows through release 1's SQL."""
     con = sqlite3.connect(path, isolation_level=None)
     try:
-        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA journal_mode = WAL").fetchall()  # consumed: PyPy keeps an unread statement open
         con.execute("BEGIN IMMEDIATE")
         for statement in outbox_upgrade.SCHEMA_V1:
             con.execute(statement)

@@ -28,7 +28,7 @@ class ReadOnlyObserverTest(TempDirTestCase):
         path = self.path("worker.db")
         writer = sqlite3.connect(path, isolation_level=None)
         self.addCleanup(writer.close)
-        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("PRAGMA journal_mode = WAL").fetchall()  # consumed: PyPy keeps an unread statement open
         writer.execute("CREATE TABLE t (x)")
         writer.execute("INSERT INTO t VALUES (1)")  # in the -wal only, while the writer holds the file open
         observer = common.read_only(path)

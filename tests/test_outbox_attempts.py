@@ -19,7 +19,7 @@ class AttemptRecordTest(TempDirTestCase):
         def send(event):
             other = sqlite3.connect(path, isolation_level=None, timeout=0)
             try:
-                other.execute("PRAGMA busy_timeout = 0")
+                other.execute("PRAGMA busy_timeout = 0").fetchall()
                 other.execute("BEGIN IMMEDIATE")  # fails at once if anyone holds the write lock
                 seen.append(other.execute("SELECT attempts FROM outbox WHERE event_id = 'a'").fetchone()[0])
                 other.execute("COMMIT")

@@ -102,11 +102,11 @@ class DispatchTest(TempDirTestCase):
         def send(event):
             other = sqlite3.connect(self.db_path, isolation_level=None, timeout=0)
             try:
-                other.execute("PRAGMA busy_timeout = 0")
+                other.execute("PRAGMA busy_timeout = 0").fetchall()
                 other.execute("BEGIN IMMEDIATE")  # fails with 'database is locked' if dispatch holds the lock
                 other.execute("ROLLBACK")
                 second = init_store(self.db_path)
-                second.execute("PRAGMA busy_timeout = 0")
+                second.execute("PRAGMA busy_timeout = 0").fetchall()
                 intake(second, ev("new-during-" + event["id"]))
                 second.close()
             finally:

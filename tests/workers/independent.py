@@ -105,7 +105,7 @@ def _open(path, kind, schema):
         raise WrongDatabase("%s is a %s DB, not a %s DB; left unchanged" % (path, found, kind))
     con = sqlite3.connect(path, isolation_level=None, timeout=10)
     try:
-        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA journal_mode = WAL").fetchall()  # it returns a row: read it, or PyPy keeps it open
         con.execute("PRAGMA synchronous = FULL")
         if found is None:
             con.execute("BEGIN IMMEDIATE")
