@@ -8,8 +8,9 @@ also inside the standard library's own lock handling:
 stop raised half-way leaves some of them held, so a pool thread that then
 finishes its check blocks on that lock forever, and so does the grader's
 `pool.shutdown()`. Inside a `Completions` block a stop signal is only
-recorded (and wakes `wait`); it is raised from `wait`, or when the block
-ends, at a point where the main thread holds no lock.
+recorded (and wakes `wait`); it is raised from `wait`, in a part marked as
+one a stop may unwind (output, which can block), or when the block ends:
+at points where the main thread holds no lock a pool thread needs.
 """
 import contextlib
 import queue
@@ -172,7 +173,8 @@ class Completions(Deferred):
         return future
 
     def wait(self, timeout):
-        """The watched futures completed since the last call, in no set order; [] after `timeout` seconds of none.
+        """The watched futures completed since the last call, in no set order; [] if none did within `timeout` seconds
+        (or sooner: a wake-up left over from a future already taken ends a wait early).
 
         Raises the stop a signal asked for, at once, whatever has completed.
         """
