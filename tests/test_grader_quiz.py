@@ -24,7 +24,7 @@ import unittest
 
 from tests import grade_mutants
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import READER_DOCS, ROOT, TempDirTestCase, japanese, python_env, read_doc
+from tests.support import READER_DOCS, ROOT, TempDirTestCase, japanese, python_env, read_doc, wait_until
 
 sys.path.insert(0, ROOT)
 from grader import messages, quiz  # noqa: E402
@@ -361,6 +361,27 @@ class QuizRunTest(TempDirTestCase):
         self.assertIn("\n'x' is not a choice; answer a, b, c or d\n", out)
         self.assertEqual(out.count("Right."), len(QUESTIONS))
         self.assertTrue(out.endswith("\nquiz score: %d of %d\n" % (len(QUESTIONS), len(QUESTIONS))), out[-200:])
+
+    def test_sigterm_while_the_reference_runs_stops_it_and_removes_its_folder(self):
+        # The quiz's grader lives in a Deferred block, its reference run in a Completions one (grader/stopping.py).
+        tmp = self.path("tmp")
+        os.mkdir(tmp)
+        proc = subprocess.Popen([sys.executable, GRADE, "--quiz"], cwd=ROOT, env=python_env(TMPDIR=tmp),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True)
+        try:
+            wait_until(lambda: os.listdir(tmp) or proc.poll() is not None, what="the quiz's folder")
+            self.assertTrue(os.listdir(tmp), "the quiz made no folder")
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=TIME_BOUND)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn(messages.text("en", "cli.interrupted"), err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(os.listdir(tmp), [])
 
     def test_ctrl_c_at_the_prompt_ends_on_a_line_of_its_own(self):
         controller, terminal = pty.openpty()
