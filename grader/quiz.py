@@ -27,7 +27,7 @@ from .common import Fail
 from .messages import MESSAGES, render, text
 from .parent import PROCESSES, ROOT, Grader
 from .quiz_questions import LETTERS, QUESTIONS
-from .stopping import Completions, Deferred, Stopped, stop_on_signals
+from .stopping import Completions, Deferred, Stopped, stop_on_signals, wait_readable
 from .registry import CHECKS
 from .text import shown
 from .wrap import columns, wrap
@@ -304,6 +304,8 @@ class Answers:
             if self.prompt_to is not None:
                 self.prompt_to.write(prompt)
                 self.prompt_to.flush()
+            if self.stream is not None:
+                wait_readable(self.stream)  # Ctrl-C ends the wait, whenever it comes (grader/stopping.py)
             line = self.stream.readline() if self.stream is not None else ""
             self.waiting = False
             if not line:

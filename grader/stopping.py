@@ -11,8 +11,14 @@ finishes its check blocks on that lock forever, and so does the grader's
 recorded (and wakes `wait`); it is raised from `wait`, in a part marked as
 one a stop may unwind (output, which can block), or when the block ends:
 at points where the main thread holds no lock a pool thread needs.
+
+A blocking read has a race of its own: a signal that arrives just before
+read() starts, or that the kernel hands to another thread, runs no handler
+until the read returns. `wait_readable` waits where a signal always ends
+the wait (the quiz's prompt).
 """
 import contextlib
+import os
 import queue
 import select
 import signal
@@ -180,7 +186,7 @@ class Completions(Deferred):
         """
         if self.signum is None and self._done.empty():
             select.select([self._wake_r], [], [], timeout)
-        self._drain()
+        _drain(self._wake_r)
         if self.signum is not None:
             raise stop_for(self.signum)
         completed = []
@@ -203,9 +209,40 @@ class Completions(Deferred):
         except OSError:  # its buffer is full (a wake-up is pending anyway), or the block has ended
             pass
 
-    def _drain(self):
+
+def wait_readable(stream):
+    """Return once `stream` (a terminal) has input, or raise the stop a signal asked for, whenever it came.
+
+    A plain readline() misses a signal that arrives just before its read()
+    starts, or that the kernel hands to another thread, and blocks until the
+    next line: Ctrl-C at the prompt would do nothing. Python's C handler
+    writes every caught signal to the wake-up fd, so select() here returns
+    and the handler runs as it does. Only for a terminal, whose read() gives
+    one line at a time, so no line waits unseen in `stream`'s buffers; a
+    no-op off POSIX (select() takes only sockets on Windows) and outside the
+    main thread (signal handlers run only there).
+    """
+    if os.name != "posix" or threading.current_thread() is not threading.main_thread() or not stream.isatty():
+        return
+    wake_r, wake_w = socket.socketpair()
+    try:
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        was = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         try:
-            while self._wake_r.recv(4096):
-                pass
-        except OSError:  # BlockingIOError: nothing more to read
+            while stream.fileno() not in select.select([stream.fileno(), wake_r], [], [])[0]:
+                _drain(wake_r)  # a signal whose handler did not raise (a second stop): wait on
+        finally:
+            signal.set_wakeup_fd(was)
+    finally:
+        wake_r.close()
+        wake_w.close()
+
+
+def _drain(sock):
+    """Read a non-blocking socket until it is empty."""
+    try:
+        while sock.recv(4096):
             pass
+    except OSError:  # BlockingIOError: nothing more to read
+        pass
