@@ -21,7 +21,6 @@ UNAVAILABLE = "OUTBOX_KIT_BOX_UNAVAILABLE"  # layers to treat as missing here (c
 LAYERS = ("landlock", "seccomp", "namespaces", "uid")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KIT_FILES = (os.path.join("outbox", "__init__.py"), os.path.join("sink", "__init__.py"))
-NO_NETWORK_NAMESPACE = "send_http must reach the grader's servers on the host's loopback"
 UID_FIRST, UID_SPAN = 10 ** 7, 1000  # a worker's uid: UID_FIRST + the grader's pid * UID_SPAN + its number
 _uids = {"next": 0}
 _uids_lock = threading.Lock()
@@ -116,6 +115,12 @@ def learn(isolation):
             _tried["namespaces"] = isolation["off"]["namespaces"]
 
 
+def known_refusal():
+    """The reason an earlier worker of this grader found the namespaces refused, or None."""
+    tried = _tried.get("namespaces")
+    return tried if isinstance(tried, str) else None
+
+
 def probe():
     """What this host offers, each layer with its reason when off; nothing is applied."""
     offers = {"landlock": False, "seccomp": False, "namespaces": False, "uid": False, "off": {}}
@@ -136,7 +141,6 @@ def probe():
             offers[layer], reason = root, None if root else "grade.py does not run as root: the workers run as its user"
         if reason:
             offers["off"][layer] = reason
-    offers["off"]["network"] = NO_NETWORK_NAMESPACE
     return offers
 
 
@@ -167,6 +171,10 @@ def expected(box):
             report["off"][layer] = "--isolation off"
     if "uid" in box["layers"] and box["uid_off"]:
         report["off"]["uid"] = box["uid_off"]
+    if "net" in box and not box["net"]:
+        report["off"]["network"] = box["net_off"]
+    elif "net" not in box and not report["namespaces"]:  # no process started: none made it
+        report["off"]["network"] = report["off"].get("namespaces") or "namespaces are off"
     return report
 
 
@@ -222,6 +230,10 @@ def enter(text):
         else:
             become(box["uid"])
             report["uid"] = box["uid"]
+    if wanted("namespaces") and box.get("net"):
+        namespaces.join(box["net"])  # the holder's network first: the worker's namespaces are made inside it
+    elif box.get("net"):
+        raise OSError("the plan gives a network namespace and no namespaces")  # the grader's servers are in it
     if wanted("namespaces"):
         tried = box.get("tried")
         reason = namespaces.trial() if tried is None else None if tried is True else str(tried)
@@ -235,8 +247,10 @@ def enter(text):
     ENTERED.update(landlock=report["landlock"], tmp=os.environ.get("TMPDIR") or box["write"])
     if wanted("seccomp"):
         report["seccomp"] = attempt(off, "seccomp", lambda: seccomp.install(seccomp.ancestors()), True)
-    if report["namespaces"]:
+    if report["namespaces"] or box.get("net"):  # joined, it has every capability in the holder's user namespace
         attempt(off, "capabilities", namespaces.drop_capabilities, True)
+    if not box.get("net"):
+        off["network"] = box.get("net_off") or off.get("namespaces") or "namespaces are off"
     return report
 
 

@@ -16,9 +16,9 @@ import shutil
 import socket
 import sqlite3
 
-from . import common
+from . import common, network
 from . import corpus
-from .common import SNACK, Fail, bounded, closed_port, expect, msg, read_only, rows
+from .common import SNACK, Fail, bounded, expect, msg, read_only, rows
 from .corpus import checks as corpus_checks
 from .remote import Handle, RemoteError
 
@@ -529,15 +529,16 @@ class NetworkGuard:
         return value
 
 
+NETWORKED = {"check_url_rule"}  # in-process checks called with net=: the worker's loopback (network.py)
+
+
 @seeded
-def check_url_rule(impl, db, seed=corpus.DEFAULT_SEED):
-    trap = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # a loopback trap that must see nothing
+def check_url_rule(impl, db, seed=corpus.DEFAULT_SEED, net=network.HOST):
+    trap = net.listen()  # a loopback trap that must see nothing, where the worker's processes could reach it
     try:
-        trap.bind(("127.0.0.1", 0))
-        trap.listen(8)
         trap.setblocking(False)
         guard = NetworkGuard(impl)
-        count = corpus_checks.url_rule(guard, seed, guard, trap.getsockname()[1], closed_port(), SNACK)
+        count = corpus_checks.url_rule(guard, seed, guard, trap.getsockname()[1], net.closed_port(), SNACK)
         try:
             peer, _ = trap.accept()
         except (BlockingIOError, socket.timeout):

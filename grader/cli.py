@@ -468,7 +468,10 @@ def show_isolation(one, lang):
     """The one line on the box the worker ran in (a class's is in each worker's JSON report)."""
     isolation = one.grader.isolation()
     on = [text(lang, "isolation." + layer, abi=isolation["landlock"], uid=isolation["uid"])
-          for layer in box.LAYERS if isolation[layer]] or [text(lang, "isolation.none")]
+          for layer in box.LAYERS if isolation[layer]]
+    if on and "network" not in isolation["off"]:
+        on.append(text(lang, "isolation.network"))  # its own network namespace: loopback alone (network.py)
+    on = on or [text(lang, "isolation.none")]
     off = [text(lang, "isolation.layer." + layer) for layer in sorted(isolation["off"])
            if "isolation.layer." + layer in MESSAGES["en"]]
     comma = text(lang, "isolation.comma")

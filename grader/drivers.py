@@ -96,6 +96,8 @@ def drive_send(impl, args, lines):
 
 def drive_check(impl, args, lines):
     extra = {"seed": args.seed} if args.check in checks.SEEDED else {}
+    if args.check in checks.NETWORKED:
+        extra["net"] = args.net
     expected, observed = checks.IN_PROCESS[args.check](impl, args.db, **extra)
     lines.append({"kind": "verdict", "ok": True, "expected": expected, "observed": observed})
     return 0

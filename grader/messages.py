@@ -66,6 +66,7 @@ EN = {
     "isolation.seccomp": "seccomp",
     "isolation.namespaces": "namespaces (user, PID, IPC, mount)",
     "isolation.uid": "uid {uid}",
+    "isolation.network": "a network of its own (loopback only)",
     "isolation.none": "none",
     "isolation.comma": ", ",
     "isolation.layer.landlock": "Landlock",

@@ -60,6 +60,7 @@ JA = {
     "isolation.landlock": "Landlockによるファイルの制限（ABI {abi}）",
     "isolation.seccomp": "seccompフィルター",
     "isolation.namespaces": "名前空間（ユーザー・PID・IPC・マウント）",
+    "isolation.network": "専用のネットワーク（loopbackのみ）",
     "isolation.uid": "ワーカー専用のuid {uid}",
     "isolation.none": "なし",
     "isolation.comma": "、",

@@ -1,13 +1,17 @@
-"""Namespaces: a boxed worker's own user, PID, IPC and mount namespaces, unprivileged, through ctypes.
+"""Namespaces: a boxed worker's own user, PID, IPC, mount and network namespaces, unprivileged, through ctypes.
 
-Owns unshare(), the id maps and the /proc the worker sees. No network
-namespace: the worker's send_http must reach servers the grader runs on the
-host's loopback, which a network namespace of its own would not have.
-Never imports the worker.
+Owns unshare(), setns(), the id maps, the /proc the worker sees and the
+loopback of its network. The network namespace is made by a holder process
+of the grader's (network.py), so that the grader can make sockets in it;
+the worker's processes join it (join) before they make their own user, PID,
+IPC and mount namespaces inside it (enter). Never imports the worker.
 """
 import contextlib
 import ctypes
+import fcntl
 import os
+import socket
+import struct
 import signal
 import sys
 import time
@@ -15,6 +19,9 @@ import time
 from . import contain
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+IFREQ = "16sH22x"  # struct ifreq: the interface's name, then its flags (40 bytes on Linux)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 NAMES = ("user", "pid", "ipc", "mount")
 
@@ -43,6 +50,34 @@ def _user_and_pid():
     _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
     _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
     _check(libc.unshare(CLONE_NEWPID | CLONE_NEWIPC), "unshare(CLONE_NEWPID | CLONE_NEWIPC)")
+
+
+def own_network():
+    """This process (the holder) in a user and a network namespace of its own, with its loopback up and nothing else."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNET), "unshare(CLONE_NEWUSER | CLONE_NEWNET)")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
+    _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        flags = struct.unpack(IFREQ, fcntl.ioctl(sock, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))[1]
+        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
+
+
+def join(fds):
+    """Enter the holder's user and network namespaces by the descriptors the grader passed (user, net); close them.
+
+    Before enter() and trial(): the worker's own namespaces are then made
+    inside the holder's user namespace, and share its network.
+    """
+    libc = _libc()
+    try:
+        _check(libc.setns(fds[0], CLONE_NEWUSER), "setns(CLONE_NEWUSER)")  # audit: G70
+        _check(libc.setns(fds[1], CLONE_NEWNET), "setns(CLONE_NEWNET)")
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _own_proc():

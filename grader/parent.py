@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 
-from . import box, contain, drivers, remote
+from . import box, contain, drivers, network, remote
 from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
 from .common import SNACK, Fail, bound_refused, describe, expect, msg, read_only, rows, wrong_class
 from .corpus import DEFAULT_SEED
@@ -278,10 +278,14 @@ class Grader:
         self.keep = keep
         self.evidence = {}
         self.zygote = Zygote(self)
+        self._net = None  # the worker's network (network.py): made with its first process, in env()
+        self._net_lock = threading.Lock()
 
     def close(self):
         with Deferred():  # a stop signal waits until the zygote has ended and the folders are gone
             self.zygote.close()
+            if self._net is not None:
+                self._net.close(PROCESSES)
             if not self.keep:
                 remove_tree(self.tmp)  # audit: G55
 
@@ -299,7 +303,22 @@ class Grader:
             box.own(folder, self.box)
         return path
 
+    @property
+    def net(self):
+        """The worker's network: its own namespace, where its processes and the grader's servers for it meet.
+
+        Made when first asked for, by the first process's env() at the latest
+        (a class's graders are made together, their workers graded a few at a
+        time); the box handed to every process of the worker then names it.
+        """
+        with self._net_lock:
+            if self._net is None:
+                self._net = network.for_box(self.box, PROCESSES)
+                self.box.update(net=list(self._net.fds) or None, net_off=self._net.reason)
+            return self._net
+
     def env(self, **extra):
+        _ = self.net  # made before the box goes into the environment: the box names it
         env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
         env.pop("PYTHONPATH", None)
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ beside the worker
@@ -328,7 +347,7 @@ class Grader:
                 return Unstarted()
         env = dict(env or self.env())
         env.update(HOME=os.path.join(folder, "home"), TMPDIR=os.path.join(folder, "tmp"))
-        return PROCESSES.start(argv, env, folder, self.limits, on_line)
+        return PROCESSES.start(argv, env, folder, self.limits, on_line, pass_fds=self.net.fds)
 
     def run(self, what, role, needs, *args, env=None, folder=None):
         """Run a step to completion within the time bound, driven from here; never raises for the worker's sake.
@@ -339,6 +358,7 @@ class Grader:
         start (its import failed), what the step said of that.
         """
         driver, parsed = drivers.DRIVERS[role], drivers.parse_args(list(args) + ["--seed", str(self.seed)])
+        parsed.net = self.net  # an in-process check's own sockets are on the worker's loopback
         session = remote.Session()
         child = self.start("serve", needs, (), env, folder or self.workdir("run"), session.on_line)
         if child.timed_out:  # the worker's import ran past --timeout: no step
@@ -476,7 +496,7 @@ class Zygote:
         try:
             self.child = PROCESSES.start(grader.args("zygote", (), "--control", str(theirs.fileno()),
                                                      "--timeout", "%g" % grader.timeout),
-                                         env, folder, limits, on_line, pass_fds=(theirs.fileno(),))
+                                         env, folder, limits, on_line, pass_fds=(theirs.fileno(),) + grader.net.fds)
         except BaseException:
             ours.close()
             raise
@@ -699,6 +719,11 @@ class CheckContext:
     def workdir(self):
         return self.grader.workdir(self.name)
 
+    @property
+    def net(self):
+        """Where the grader's servers for this worker listen: its own network (network.py)."""
+        return self.grader.net
+
     def env(self, **extra):
         return self.grader.env(**extra)
 
@@ -788,7 +813,7 @@ class FakeSink:
     trap must see none).
     """
 
-    def __init__(self, answer=None):
+    def __init__(self, answer=None, net=None):
         owner = self
         self.hits = []
 
@@ -820,7 +845,14 @@ class FakeSink:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        listener = (net or network.HOST).listen()  # on the worker's loopback, where its send_http can reach it
+        try:
+            self.server = http.server.ThreadingHTTPServer(listener.getsockname(), Handler, bind_and_activate=False)
+        except BaseException:
+            listener.close()
+            raise
+        self.server.socket.close()
+        self.server.socket = listener
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -844,8 +876,9 @@ class AnswerSink(FakeSink):
     does not know gets a 502. The ACK corpus uses it: one server for every case, told apart by the id.
     """
 
-    def __init__(self, answers):
-        super().__init__(lambda event_id: answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
+    def __init__(self, answers, net=None):
+        super().__init__(lambda event_id: answers.get(event_id, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"),
+                         net)
 
 
 TRICKLE_INTERVAL = 0.2  # seconds between two bytes of the trickled answer
@@ -858,13 +891,11 @@ class TrickleSink:
     bounds only each read, not the exchange, waits all of it.
     """
 
-    def __init__(self):
+    def __init__(self, net=None):
         body = json.dumps({"ack": True, "id": SNACK["id"], "result": "applied"}).encode()
         self.answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(8)
+        self.listener = (net or network.HOST).listen()
         self.listener.settimeout(0.05)
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self._serve, daemon=True)]

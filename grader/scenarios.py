@@ -126,15 +126,16 @@ def scenario_untrusted_ack(g):
     work = g.workdir()
     # The trap answers with a perfect ACK for snack-7: only not asking it keeps the item pending.
     with contextlib.ExitStack() as stack:
-        trap = stack.enter_context(FakeSink(lambda event_id: (200, [], ack_body(SNACK["id"]))))
+        trap = stack.enter_context(FakeSink(lambda event_id: (200, [], ack_body(SNACK["id"])), g.net))
         cases = list(UNTRUSTED)
         # 302: the redirect that a default urllib opener follows, even for a POST (as a GET).
         cases.append(("redirect", lambda event_id: (302, [("Location", trap.url())], b"")))
-        fakes = [(name, stack.enter_context(FakeSink(answer))) for name, answer in cases]
-        acks = [(name, stack.enter_context(FakeSink(answer)), verified) for name, answer, verified in ACK_CASES]
+        fakes = [(name, stack.enter_context(FakeSink(answer, g.net))) for name, answer in cases]
+        acks = [(name, stack.enter_context(FakeSink(answer, g.net)), verified) for name, answer, verified in ACK_CASES]
         # The ACK corpus: one sink that answers each case's event id with that case's bytes.
         corpus = ack_corpus.cases(g.seed)
-        answering = stack.enter_context(AnswerSink({c.args[0]["id"]: ack_corpus.raw_answer(c.extra) for c in corpus}))
+        answering = stack.enter_context(AnswerSink({c.args[0]["id"]: ack_corpus.raw_answer(c.extra) for c in corpus},
+                                                     g.net))
         # Each publisher has a source DB of its own, and the senders only their fake sinks: all run side by side.
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(fakes) + 1 + ACK_PARTS) as pool:
             sent = pool.submit(g.run, who("sender"), "send", "--send-timeout", "2",
@@ -201,7 +202,7 @@ def judge_acks(run, acks):
 
 def scenario_proxy_ignored(g):
     source = os.path.join(g.workdir(), "source.db")
-    with FakeSink() as trap, FakeSink(lambda event_id: (200, JSON_HEADERS, ack_body(event_id))) as sink:
+    with FakeSink(net=g.net) as trap, FakeSink(lambda event_id: (200, JSON_HEADERS, ack_body(event_id)), g.net) as sink:
         env = g.env(HTTP_PROXY=trap.url(""), http_proxy=trap.url(""))
         run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url(), "--events", json.dumps([SNACK]), env=env)
         expect(not trap.hits, msg("proxy.trap-empty"), msg("trap.saw", hits=repr(trap.hits)))
@@ -212,11 +213,12 @@ def scenario_proxy_ignored(g):
     return msg("proxy-ignored.passed"), msg("proxy.observed")
 
 
-def post(url, event, timeout):
-    """The grader's own POST to a sink; returns (status, body text) or raises Fail."""
+def post(url, event, timeout, net):
+    """The grader's own POST to a sink on the worker's loopback (`net`); returns (status, body text) or raises Fail."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
+        conn.sock = net.connect(parts.hostname, parts.port, timeout)  # as the worker's processes connect
         conn.request("POST", "/events", body=json.dumps(event).encode(), headers={"Content-Type": "application/json"})
         response = conn.getresponse()
         return response.status, response.read(4096).decode("utf-8", "replace")
@@ -231,11 +233,11 @@ def scenario_conflict(g):
     source, sink_db = os.path.join(work, "source.db"), os.path.join(work, "sink.db")
     other = dict(SNACK, qty=9)
     with g.sink(sink_db) as sink:
-        status, body = post(sink.url, SNACK, g.timeout)
+        status, body = post(sink.url, SNACK, g.timeout, g.net)
         expect(status == 200, msg("conflict.first-200"), msg("status-body", status=status, body=body))
         run = g.run(who("publisher"), "publish", "--db", source, "--url", sink.url, "--events", json.dumps([other]))
         delivery_error(run, msg("conflict.publish-fails"))
-        status, body = post(sink.url, other, g.timeout)
+        status, body = post(sink.url, other, g.timeout, g.net)
     expect(status == 409, msg("conflict.409"), msg("status-body", status=status, body=body))
     snk = observe_sink(sink_db, SNACK["id"], SNACK["sku"])
     expect(snk.get("inventory") == 7, msg("conflict.inventory"), seen_sink(snk))
@@ -251,7 +253,7 @@ SEND_GRACE = 2.0  # seconds past that timeout a send may still take (process and
 
 
 def scenario_send_timeout(g):
-    with TrickleSink() as trickle:
+    with TrickleSink(g.net) as trickle:
         run = g.run(who("sender"), "send", "--url", trickle.url(), "--send-timeout", str(SEND_TIMEOUT))
         bound = SEND_TIMEOUT + SEND_GRACE
         expected = msg("timeout.bounded", timeout=SEND_TIMEOUT, bound="%g" % bound, trickle="%g" % trickle.seconds())

@@ -8,11 +8,13 @@ in its report and is not stopped. Linux only where a layer needs it.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import unittest
 
-from grader import box, landlock, namespaces, seccomp
+from grader import box, landlock, namespaces, network, seccomp
+from grader.parent import PROCESSES
 from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env
 
 LINUX = sys.platform.startswith("linux")
@@ -64,12 +66,12 @@ class BoxedProcessTestCase(TempDirTestCase):
     def plan(self, layers=box.LAYERS, uid=None):
         return {"layers": list(layers), "write": self.root, "reads": [self.own], "uid": uid, "uid_off": None}
 
-    def boxed(self, attack, plan=None, unavailable=""):
+    def boxed(self, attack, plan=None, unavailable="", pass_fds=()):
         """Run `attack` in a boxed process; {outcome name: "ok" or the errno's name, "report": what enter said}."""
         env = python_env(**{box.UNAVAILABLE: unavailable})
         proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(plan or self.plan()), attack], cwd=ROOT,
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=DEADLINE)
+                              timeout=DEADLINE, pass_fds=pass_fds)
         self.assertEqual(proc.returncode, 0, proc.stderr.decode(errors="replace"))
         found = {}
         for line in proc.stdout.decode().splitlines():
@@ -175,6 +177,75 @@ class NamespacesTest(BoxedProcessTestCase):
         self.assertIn(os.getpid(), found["seen"])
 
 
+@unittest.skipUnless(NAMESPACES, "no unprivileged namespaces here")
+class NetworkTest(BoxedProcessTestCase):
+    ATTACK = ("attempt('host', lambda: socket.create_connection(('127.0.0.1', %d), 2).close())\n"
+              "attempt('grader', lambda: socket.create_connection(('127.0.0.1', %d), 2).close())\n"
+              "attempt('listen', lambda: socket.create_server(('127.0.0.1', 0)).close())\n"
+              "attempt('outside', lambda: socket.create_connection(('192.0.2.1', 80), 2).close())\n")
+
+    def setUp(self):
+        super().setUp()
+        self.host = socket.create_server(("127.0.0.1", 0))  # on the host's loopback: no worker may reach it
+        self.addCleanup(self.host.close)
+        self.host.setblocking(False)
+
+    def host_was_reached(self):
+        try:
+            self.host.accept()[0].close()
+            return True
+        except BlockingIOError:
+            return False
+
+    def test_the_worker_reaches_the_grader_s_sockets_and_nothing_of_the_host(self):
+        net = network.Network.start(PROCESSES)
+        self.addCleanup(net.close, PROCESSES)
+        self.assertIsNone(net.reason)
+        ours = net.listen()  # a socket of the grader's, in the worker's namespace
+        self.addCleanup(ours.close)
+        attack = self.ATTACK % (self.host.getsockname()[1], ours.getsockname()[1])
+        found = self.boxed(attack, plan=dict(self.plan(), net=list(net.fds)), unavailable="landlock,seccomp",
+                           pass_fds=net.fds)
+        self.assertEqual((found["host"], found["grader"], found["listen"]), ("ECONNREFUSED", "ok", "ok"))
+        self.assertEqual(found["outside"], "ENETUNREACH")  # no interface but loopback
+        self.assertNotIn("network", found["report"]["off"])
+        self.assertFalse(self.host_was_reached())
+        ours.setblocking(False)
+        ours.accept()[0].close()  # the connection the worker made, on the grader's side
+
+    def test_the_grader_connects_as_the_worker_does(self):
+        net = network.Network.start(PROCESSES)
+        self.addCleanup(net.close, PROCESSES)
+        inside = net.listen()
+        self.addCleanup(inside.close)
+        port = inside.getsockname()[1]
+        with net.connect("127.0.0.1", port, 2):
+            inside.accept()[0].close()
+        with self.assertRaises(OSError):
+            net.connect("127.0.0.1", self.host.getsockname()[1], 2).close()  # the host's port is not there
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", port), 2).close()  # nor the worker's from the host
+        self.assertFalse(self.host_was_reached())
+
+    def test_unavailable_it_is_reported_off_and_the_grader_s_sockets_are_on_the_host(self):
+        os.environ[box.UNAVAILABLE] = "namespaces"
+        try:
+            net = network.for_box(self.plan(), PROCESSES)
+        finally:
+            del os.environ[box.UNAVAILABLE]
+        self.addCleanup(net.close, PROCESSES)
+        self.assertEqual((net.fds, net.holder), ((), None))
+        self.assertIn(box.UNAVAILABLE, net.reason)
+        ours = net.listen()
+        self.addCleanup(ours.close)
+        attack = self.ATTACK % (self.host.getsockname()[1], ours.getsockname()[1])
+        found = self.boxed(attack, plan=dict(self.plan(), net=None, net_off=net.reason),
+                           unavailable="landlock,seccomp,namespaces")
+        self.assertEqual((found["host"], found["grader"]), ("ok", "ok"))
+        self.assertEqual(found["report"]["off"]["network"], net.reason)
+        self.assertTrue(self.host_was_reached())
+
+
 @unittest.skipUnless(ROOT_USER and LINUX, "a uid of its own only when the grader runs as root")
 class UidTest(BoxedProcessTestCase):
     ATTACK = ("print(json.dumps({'uid': os.getuid(), 'groups': os.getgroups()}))\n"
@@ -224,7 +295,14 @@ class PlanTest(TempDirTestCase):
         offers = box.probe()
         for layer in box.LAYERS:
             self.assertTrue(offers[layer] or offers["off"].get(layer), layer)
-        self.assertIn("network", offers["off"])
+
+    def test_without_namespaces_the_network_is_the_host_s_and_the_plan_says_why(self):
+        impl = os.path.join(self.tmp, "alice.py")
+        open(impl, "w").close()
+        plan = box.plan("off", impl, self.tmp)
+        net = network.for_box(plan, PROCESSES)
+        self.assertEqual((net.fds, net.reason), ((), "--isolation off"))
+        self.assertEqual(box.expected(dict(plan, net=None, net_off=net.reason))["off"]["network"], "--isolation off")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ LIBRARY_SCRIPTS = ("grade.py",)
 ROLE_FOLDERS = ("core", "ops", "export")
 # Library modules with no test module of their own: the test modules that test them, and why.
 TESTED_ELSEWHERE = {
+    "grader/network.py": (("test_grader_box", "test_grader_box_slow"), "the worker's network: NetworkTest beside the "
+                          "other layers of the box, whose boxed process it needs; and through grade.py"),
     "outbox/__init__.py": (("test_outbox_store", "test_outbox_dispatch"), "the API: names of other modules, "
                            "imported from the package by their tests"),
     "outbox/__main__.py": (("test_outbox_cli",), "`python -m outbox`: two lines that call outbox.cli.main"),

@@ -1,0 +1,235 @@
+"""The worker's network: a namespace of its own with loopback alone, and the grader's sockets inside it.
+
+Owns the holder: a small process of the grader's, which never imports the
+worker, that makes a user and a network namespace, brings their loopback
+up, and then makes sockets in it when the grader asks, handing each over a
+Unix socket (SCM_RIGHTS). A socket belongs to the namespace it was made in,
+wherever its descriptor goes: the grader's servers listen on such sockets,
+in the grader's own process, and its own requests to the worker's sink go
+out on them. The worker's processes join the namespace before anything else
+(box.enter, namespaces.join), so the worker's send_http reaches the servers
+of its own checks and nothing else: not the host's loopback, not a
+classmate's servers. Where namespaces are off (not Linux, refused,
+--isolation off), a Network makes the same sockets on the host's loopback.
+
+The holder runs as `python -E -S -B -m grader.network CONTROL_FD UID` (UID -1:
+the grader's own); it ends when the grader closes its end of the socket.
+"""
+import array
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+START_WITHIN = 10.0  # seconds the holder has to say that its namespace is ready
+REPLY_WITHIN = 10.0  # seconds for one answer of the holder's (a socket made; a loopback connect at most its timeout)
+LINE = 512  # the most a line of the protocol holds, either way
+
+
+class Network:
+    """Sockets on the worker's loopback: in the holder's namespace if it is up, else on the host's.
+
+    `fds` are the holder's user and network namespaces (opened here, passed to
+    each of the worker's processes); () on the host. `reason` says why there
+    is no namespace of the worker's own, or is None.
+    """
+
+    def __init__(self, reason="namespaces are off"):
+        self.reason = reason
+        self.fds = ()
+        self.holder = None
+        self._sock = None
+        self._lock = threading.Lock()  # one request at a time: the checks of a worker run side by side
+
+    @classmethod
+    def start(cls, processes, uid=None):
+        """A Network in a holder's namespace, started as `processes.popen` (parent.PROCESSES) starts children; if the
+        holder cannot make its namespace, a Network on the host's loopback that says why."""
+        net = cls(None)  # audit: G70
+        ours, theirs = socket.socketpair()
+        try:
+            net.holder = processes.popen(
+                [sys.executable, "-E", "-S", "-B", "-m", "grader.network", str(theirs.fileno()),
+                 str(-1 if uid is None else uid)], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        net._sock = ours
+        ours.settimeout(START_WITHIN)
+        try:
+            said = _line(ours)
+        except OSError as exc:
+            said = "off no answer: %s" % exc
+        said = said or "off it ended without a word (status %s)" % net.holder.poll()
+        if said == "ready":
+            try:
+                net.fds = tuple(os.open("/proc/%d/ns/%s" % (net.holder.pid, name), os.O_RDONLY)
+                                for name in ("user", "net"))
+                return net
+            except OSError as exc:
+                said = "off its namespaces cannot be opened: %s" % exc
+        net.reason = "the worker's network namespace is refused: %s" % (said[4:] if said.startswith("off ") else said)
+        net.close(processes)
+        return net
+
+    def listen(self):
+        """A TCP socket listening on 127.0.0.1, a port of the kernel's choice: where the worker can connect."""
+        if self._sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(("127.0.0.1", 0))
+                sock.listen(64)
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        return self._ask("listen")
+
+    def connect(self, host, port, timeout):
+        """A TCP socket connected to (host, port) as the worker's processes see it; OSError if refused."""
+        if self._sock is None:
+            return socket.create_connection((host, port), timeout)
+        sock = self._ask("connect %s %d %g" % (host, port, timeout))
+        sock.settimeout(timeout)
+        return sock
+
+    def closed_port(self):
+        """A loopback port nothing listens on (made, then closed): a connection to it is refused."""
+        sock = self.listen()
+        try:
+            return sock.getsockname()[1]
+        finally:
+            sock.close()
+
+    def _ask(self, request):
+        with self._lock:
+            if self._sock is None:
+                raise OSError("the network's holder is gone")
+            self._sock.settimeout(REPLY_WITHIN)
+            self._sock.sendall(request.encode("ascii") + b"\n")
+            data, fds = receive(self._sock)
+        said = data.decode("utf-8", "replace").strip()
+        if said == "ok" and len(fds) == 1:
+            return socket.socket(fileno=fds[0])
+        for fd in fds:
+            os.close(fd)
+        raise OSError(said[6:] if said.startswith("error ") else "the network's holder said %r" % said[:80])
+
+    def close(self, processes):
+        """End the holder (it ends once its socket closes) and close the namespaces' descriptors."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = ()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self.holder is not None:
+            try:
+                self.holder.wait(5)
+            except subprocess.TimeoutExpired:
+                self.holder.kill()
+                self.holder.wait()
+            processes.forget(self.holder)
+            self.holder = None
+
+
+HOST = Network()  # the host's loopback: for grader code with no worker's namespace to use
+
+
+def for_box(plan, processes):
+    """The Network of a worker boxed as `plan` (box.plan): its own namespace where the box has namespaces and this
+    host allows them, else the host's loopback, with the reason."""
+    from grader import box
+    if "namespaces" not in plan["layers"]:
+        return Network("--isolation off")
+    if "namespaces" in box.unavailable():
+        return Network("made unavailable by %s" % box.UNAVAILABLE)
+    offered, reason = box.namespaces_offered()
+    refused = box.known_refusal()
+    if not offered or refused:
+        return Network(reason or refused)
+    return Network.start(processes, plan["uid"])
+
+
+def receive(sock):
+    """One message and the descriptors it carries, from a Unix socket: (bytes, [fd])."""
+    data, ancillary, _, _ = sock.recvmsg(LINE, socket.CMSG_SPACE(array.array("i", [0]).itemsize))
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+    return data, list(fds)
+
+
+def _line(sock):
+    data = b""
+    while not data.endswith(b"\n") and len(data) < LINE:
+        chunk = sock.recv(LINE - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+# --------------------------------------------------------------------------
+# The holder: its own process, in the namespace it made.
+# --------------------------------------------------------------------------
+
+
+def hold(control, uid):
+    """The holder's life: make the namespace, say "ready" (or "off REASON"), then answer until the grader leaves."""
+    from grader import namespaces  # only here: the grader's side needs no ctypes
+    sock = socket.socket(fileno=control)
+    try:
+        if uid >= 0:  # root: the worker's own uid, which must own the namespace its processes join
+            import ctypes
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: the grader opens its /proc/PID/ns
+        namespaces.own_network()  # audit: G70
+        reason = namespaces.trial()  # what the worker's processes will do in it: refused here, refused there
+    except OSError as exc:
+        reason = str(exc)
+    if reason:
+        sock.sendall(("off %s\n" % reason[:LINE - 8].replace("\n", " ")).encode("utf-8", "replace"))
+        return 0
+    sock.sendall(b"ready\n")
+    while True:
+        request = _line(sock)
+        if not request:
+            return 0  # the grader closed its end, or is gone
+        made = None
+        try:
+            made = answer(request.split())
+            sock.sendmsg([b"ok\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [made.fileno()]))])
+        except OSError as exc:
+            sock.sendall(("error %s\n" % exc)[:LINE - 1].encode("utf-8", "replace") + b"\n")
+        finally:
+            if made is not None:
+                made.close()
+
+
+def answer(words):
+    """The socket a request asks for: `listen`, or `connect HOST PORT TIMEOUT`."""
+    if words == ["listen"]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(64)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    if len(words) == 4 and words[0] == "connect":
+        return socket.create_connection((words[1], int(words[2])), min(float(words[3]), REPLY_WITHIN - 1))
+    raise OSError("not a request: %r" % " ".join(words)[:80])
+
+
+if __name__ == "__main__":
+    sys.exit(hold(int(sys.argv[1]), int(sys.argv[2])))
