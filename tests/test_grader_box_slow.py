@@ -6,17 +6,19 @@ Slow: each test grades whole workers in real processes.
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
 import unittest
 
-from grader import box, landlock
+from grader import box, landlock, namespaces
 from tests.grade_mutants import GRADE, grade
 from tests.support import ROOT, TempDirTestCase, checked_by_make_test, python_env, write_worker
 
 LINUX = sys.platform.startswith("linux")
 LANDLOCK = landlock.abi()[0] if LINUX else 0
+NAMESPACES = LINUX and namespaces.trial() is None
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
 STUB = os.path.join(ROOT, "examples", "worker_stub.py")
 ALL_OFF = ",".join(box.LAYERS)
@@ -130,6 +132,27 @@ class BoxedGradingTest(TempDirTestCase):
         self.assertFalse(os.path.exists(planted))
         with open(os.path.join(classmate, "worker.py")) as f:
             self.assertEqual(f.read(), "honest = True\n")
+
+    @unittest.skipUnless(NAMESPACES, "no unprivileged namespaces here")
+    def test_a_worker_reaches_no_port_of_the_host_and_every_server_of_its_own_checks(self):
+        host = socket.create_server(("127.0.0.1", 0))  # a port of the host, where a classmate's sink could be
+        self.addCleanup(host.close)
+        host.setblocking(False)
+        worker = write_worker(os.path.join(self.tmp, "prober", "worker.py"), """
+            import socket as _socket
+            try:
+                _socket.create_connection(("127.0.0.1", %d), 2).close()
+            except OSError:
+                pass
+            """ % host.getsockname()[1])
+        # The grader's fake sinks (zygote steps), a step with an environment of its own (proxy-ignored, a process
+        # outside the zygote), the grader's own POSTs to the worker's sink (conflict), the url-rule's trap.
+        names = ("untrusted-ack", "proxy-ignored", "conflict", "url-rule")
+        report = self.graded("--impl", worker, *[arg for name in names for arg in ("-k", name)])
+        self.assertEqual(verdicts(report), {name: "pass" for name in names})
+        self.assertNotIn("network", report["isolation"]["off"])
+        with self.assertRaises(BlockingIOError):
+            host.accept()[0].close()
 
     @unittest.skipUnless(LINUX and hasattr(os, "geteuid") and os.geteuid() == 0, "a uid of its own only under root")
     def test_under_root_each_worker_of_a_class_runs_under_a_uid_of_its_own(self):
