@@ -92,12 +92,12 @@ QUESTIONS = (
             ),
         ),
         "ja": Text(
-            observed="crash-after-ackで、パブリッシャー1号はsnack-7に対して{crash_ack}という応答を受け取り、完了印を"
-                     "付ける前に終了コード{crash_exit}で終わりました。パブリッシャー2号は{crash_final_ack}を受け取り、"
+            observed="crash-after-ackで、パブリッシャー1号はsnack-7に対してACK（{crash_ack}）を受け取り、完了印を"
+                     "付ける前に終了コード{crash_exit}で終わりました。パブリッシャー2号はACK（{crash_final_ack}）を受け取り、"
                      "そのあとで初めて受付DBのoutboxが{crash_final_outbox:term}になりました。",
             question="倉庫からのどの応答なら、snack-7が配信された証拠とみなして完了印を付けてよいですか。",
             options=(
-                ("ステータス200で、上限内の完全なJSONの本文が、このIDに\"ack\": trueと答え、ダイジェストがあれば一致する応答だけ。",
+                ("200で、上限内の完全なJSON本文がこのIDに\"ack\": trueと答え、ダイジェストもあれば一致する応答だけ。",
                  "これがsend_httpの確かめる、確認できるACKです。ステータス200、上限内に収まる完全な本文、"
                  "\"ack\": true、送ったものと同じIDがそろって初めて証拠になります。パブリッシャー2号も、この"
                  "ACK（{crash_final_ack}）を受け取ってから完了印を付けました。docs/lab.ja.mdの手順8（send_http）を"
@@ -426,7 +426,7 @@ QUESTIONS = (
                  "このチェックでは動かしておらず、その監視は運用者の仕事です。docs/lab.ja.mdの「このラボが立証する"
                  "こと、しないこと」を参照してください。"),
                 ("パブリッシャー2号がすぐに起動したので、キットは失敗したパブリッシャーを数秒で再起動する。",
-                 "パブリッシャー2号が起動したのは、採点ツールのシナリオが起動したからです。dispatchは何も再起動"
+                 "パブリッシャー2号を起動したのは、採点ツールのシナリオです。dispatchは何も再起動"
                  "しません。再起動するのは、プロセスを監視する仕組み（サービスマネージャーやスケジューラー、"
                  "またはその配下で動かすリレー）です。"),
                 ("パブリッシャー2号は独立した新しいプロセスだったので、別のマシンが自動的に引き継ぐ。",
@@ -554,7 +554,7 @@ QUESTIONS = (
         "ja": Text(
             observed="stop-on-first-failureで、Bのsendが失敗するA・B・Cのバッチでは、sendは{stop_first_calls}に対して"
                      "呼ばれました。そのときのsent列は{stop_flags}で、次のdispatchは{stop_resumed}を送りました。",
-            question="dispatchがBを飛ばしてCを送らず、Bで止まるのはなぜですか。",
+            question="dispatchが、Bを飛ばしてCを送るのではなく、Bで止まるのはなぜですか。",
             options=(
                 ("止まれば各状態が正しく残り、順序も崩れない。次の呼び出しはBから再開する。",
                  "stop-on-first-failureは、このラボが明示的に選んだ契約です。Aは完了、Bは失敗、Cはまだ試していない、"
@@ -595,12 +595,13 @@ QUESTIONS = (
             ),
         ),
         "ja": Text(
-            observed="stop-on-first-failureで、Bが失敗した呼び出しでは、Cは送られませんでした（{stop_first_calls}）。"
+            observed="stop-on-first-failureで、Bが失敗した呼び出しでは、sendが呼ばれたのは{stop_first_calls}だけで、"
+                     "Cは送られませんでした。"
                      "次のdispatchは{stop_resumed}を送ったので、倉庫にはseqの順に届きました。",
             question="先頭の項目Bがいつまでたっても配信できないため、Cを流せるように運用者がBを隔離したとします。あとで"
                      "何が分かっていなければなりませんか。",
             options=(
-                ("CがBを追い越したこと。Bが外れていた間に完了したseqを、キットが記録する（overtaken_by）。",
+                ("CがBを追い越したこと。Bが外れていた間に完了したseqをキットが記録する（overtaken_by）。",
                  "Bをキューから外すと、倉庫から見た順序が変わります。どの項目が先に進んだかが記録されるので、Bの"
                  "担当者は再投入の前にその影響を判断できます。docs/operating.ja.mdの「アラート・隔離・修正・再投入」を"
                  "参照してください。"),
@@ -735,7 +736,7 @@ QUESTIONS = (
             observed="倉庫が停止している間のリレーは、{outage_failures}回の失敗のあと、それぞれ{outage_waits}秒"
                      "待ちました（実測）。n回目の待ち時間は、上限 min(--max-delay {outage_cap}, --base-delay "
                      "{outage_base} * 2^(n-1))、つまり順に{outage_bounds}秒を下回る範囲から、ランダムに選ばれました。",
-            question="ラボは、リトライの待機に上限とジッターが必要だと言っています。それぞれ何をしますか。",
+            question="ラボは、リトライの待機に上限とジッターが必要だと言っています。それぞれ何のためのものですか。",
             options=(
                 ("上限は待ち時間が際限なく伸びるのを防ぎ、ジッターはリトライが一斉に起こるのを防ぐ。",
                  "上限が1回の待ち時間を抑えるので、停止が長引いても少なくとも--max-delayごとに試し、倉庫が戻れば"
