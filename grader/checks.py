@@ -213,7 +213,7 @@ def check_stop_on_first_failure(impl, db):
     expect(calls == ["A", "B"], msg("stop.calls"), msg("stop.called", ids=repr(calls)))
     flags = sent_flags(db)
     expect(flags == {"A": 1, "B": 0, "C": 0}, msg("stop.flags"), msg("sent-flags", flags=repr(flags)))
-    first_calls, first_flags = list(calls), ", ".join("%s=%d" % item for item in sorted(flags.items()))
+    first_calls, first_flags = list(calls), ["%s=%d" % item for item in sorted(flags.items())]
     del calls[:]
     marked = impl.dispatch(con, lambda e: calls.append(e["id"]) or True)
     expect(calls == ["B", "C"], msg("stop.resumes"), msg("stop.sent", ids=repr(calls)))
@@ -238,8 +238,8 @@ def check_stop_on_first_failure(impl, db):
     expect(exc is hook_error, msg("stop.after-same-error"), msg("stop.other-error", error=describe(exc)))
     expect(calls == ["D"] and flags.get("E") == 0, msg("stop.after-stops"),
            msg("stop.flags-called", flags=repr(flags), ids=repr(calls)))
-    return msg("stop-on-first-failure.passed"), msg("stop.observed", first_calls=", ".join(first_calls),
-                                                    flags=first_flags, resumed=", ".join(resumed))
+    return msg("stop-on-first-failure.passed"), msg("stop.observed", first_calls=first_calls, flags=first_flags,
+                                                    resumed=resumed)  # lists: each language joins them
 
 
 LOCK_BATCH = ("first", "second", "third")

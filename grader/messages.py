@@ -206,7 +206,7 @@ EN = {
     "reason.all-timed-out": "every check timed out after {seconds} s",
     "reason.missing": "every check: missing function(s): {names}",
     "reason.every-check": "every check: {observed}",
-    "reason.check": "{name} ({rules}): {observed}",
+    "reason.check": "{name} ({rules:terms}): {observed}",
     "reason.none": "every check passed",
     "skip.no-worker": "a folder without worker.py",
     "skip.duplicate": "a second worker named {name}, not graded: the first is {first}; each needs a name of its own (its file's stem or its folder)",
@@ -467,7 +467,7 @@ EN = {
     "stop.after-same-error": "after_delivery's own exception object reaches the caller",
     "stop.after-stops": "after_delivery raises on D: E is never sent and stays pending",
     "stop.flags-called": "flags {flags}; send was called for {ids}",
-    "stop.observed": "send called for {first_calls}, then B's error out; sent flags {flags}; the next call sent {resumed}",
+    "stop.observed": "send called for {first_calls:terms}, then B's error out; sent flags {flags:terms}; the next call sent {resumed:terms}",
     "stop-on-first-failure.passed": "A sent, B's exception out unchanged, C untouched; the next call sends B then C",
     # no-lock-during-send
     "lock.outside": "dispatch's own connection is outside any transaction while send runs",
@@ -671,7 +671,10 @@ def term(lang, value):
 
 
 def terms(lang, values):
-    """A list of program values in `lang`'s words, with its separator; "none" in its words if empty."""
+    """A list of program values in `lang`'s words, with its separator; "none" in its words if empty.
+
+    A string is one value (a report of before, read back by --resume, held these lists joined)."""
+    values = [values] if isinstance(values, str) else values
     return MESSAGES[lang]["term.separator"].join(term(lang, v) for v in values) or MESSAGES[lang]["term.none"]
 
 

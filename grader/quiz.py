@@ -196,7 +196,7 @@ def observations(evidence, observed, relays, lang="en"):
     fields["conflict_deliveries"] = list(conflict["deliveries"])
     stop = observed["stop-on-first-failure"]["fields"]
     for name in ("first_calls", "flags", "resumed"):
-        fields["stop_" + name] = stop[name]
+        fields["stop_" + name] = separator.join(str(value) for value in stop[name])
     outage, refused = relays["outage"], relays["refused"]
     fields["outage_failures"] = outage["failures"]
     fields["outage_waits"] = separator.join("%.3f" % wait for wait in outage["waits"])

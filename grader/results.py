@@ -117,5 +117,5 @@ def first_reason(worker):
         if len({c["observed"] for c in failed}) == 1 and len(failed) > 1:
             return {"id": "reason.every-check", "fields": {"observed": first}}
     check = failed[0]
-    return {"id": "reason.check", "fields": {"name": check["name"], "rules": ", ".join(check.get("rules") or ()) or "-",
+    return {"id": "reason.check", "fields": {"name": check["name"], "rules": list(check.get("rules") or ()) or ["-"],
                                              "observed": check["observed_message"]}}

@@ -67,7 +67,7 @@ def expected_observations(report):
     want["conflict_body"] = checks["conflict"]["body"]
     want["conflict_deliveries"] = checks["conflict"]["deliveries"]
     for name in ("first_calls", "flags", "resumed"):
-        want["stop_" + name] = checks["stop-on-first-failure"][name]
+        want["stop_" + name] = ", ".join(checks["stop-on-first-failure"][name])
     outage, refused = report["relay"]["outage"], report["relay"]["refused"]
     want.update(outage_failures=outage["failures"], outage_waits=", ".join("%.3f" % w for w in outage["waits"]),
                 outage_bounds=", ".join("%g" % b for b in outage["bounds"]), outage_base=outage["base"],
@@ -159,7 +159,7 @@ class QuizTableTest(unittest.TestCase):
         changed["dropped-response"][1]["inbox"] = False
         other = copy.deepcopy(observed)
         other["dropped-response"]["fields"]["error"] = "NoAnswer: POST http://127.0.0.1:1/events: another run"
-        other["stop-on-first-failure"]["fields"]["resumed"] = "B, C, D"
+        other["stop-on-first-failure"]["fields"]["resumed"] = ["B", "C", "D"]
         other_relays = copy.deepcopy(relays)
         other_relays["outage"]["waits"] = [0.5, 0.25, 0.125, 0.0625]
         other_relays["refused"]["refusals"] = 5
@@ -224,8 +224,8 @@ def sample_run():
                                           deliveries=["applied", "duplicate"], inventory=7, outbox="sent"),
                 "conflict": phase("conflict.observed", body='{"ack": false, "id": "snack-7", "error": "conflict"}',
                                   deliveries=["applied", "conflict", "conflict"]),
-                "stop-on-first-failure": phase("stop.observed", first_calls="A, B", flags="A=1, B=0, C=0",
-                                               resumed="B, C")}
+                "stop-on-first-failure": phase("stop.observed", first_calls=["A", "B"], flags=["A=1", "B=0", "C=0"],
+                                               resumed=["B", "C"])}
     relays = {"outage": {"failures": 4, "kinds": {"no-answer": 4}, "waits": [0.01, 0.03, 0.05, 0.09],
                          "bounds": [0.02, 0.04, 0.08, 0.1], "base": 0.02, "cap": 0.1, "sent": 1, "alert": None,
                          "lines": []},

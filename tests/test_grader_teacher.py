@@ -334,5 +334,5 @@ class FirstReasonTest(unittest.TestCase):
         self.assertEqual(self.reason(*missing), {"id": "reason.missing", "fields": {"names": "intake, mark_sent, pending"}})
         # Several causes, or some checks passed: the first failed check, its rules and what was observed.
         first = self.reason(passed, check("b", "plain", text="x"), check("c", "usage.syntax", line=1))
-        self.assertEqual((first["id"], first["fields"]["name"], first["fields"]["rules"]), ("reason.check", "b", "X1"))
+        self.assertEqual((first["id"], first["fields"]["name"], first["fields"]["rules"]), ("reason.check", "b", ["X1"]))
         self.assertEqual(self.reason(check("a", "impl.missing", names="intake"))["id"], "reason.check")
