@@ -84,9 +84,9 @@ def dispatch(con, send, limit=16, *, after_delivery=None):
 
     項目に完了印を付けるのは、send(copy)がちょうどTrueを返したときだけです。そのあと、
     after_deliveryがあればafter_delivery(copy)を呼び、それから自分が選んだIDでmark_sentを
-    呼びます。`send` と `after_delivery` は、選ばれたイベントのコピー（`id`・`sku`・`qty`
-    を持つ新しいdict）をそれぞれ自分専用に受け取ります。`dispatch`
-    は自分が選んだIDで完了印を付けるので、コピーを書き換えても何も変わりません。
+    呼びます。`send` と `after_delivery` は、選ばれたイベントのコピー（`id`・`sku`・`qty` を持つ
+    新しいdict）をそれぞれ自分専用に受け取ります。`dispatch` は自分が選んだIDで完了印を付けるので、
+    コピーを書き換えても何も変わりません。
     最初の失敗で止まり、元の例外オブジェクトをそのまま伝えます。True以外の結果は例外にします。
     sendの実行中はトランザクションを開きません。その呼び出しで完了印を付けた件数を返します。
     """

@@ -42,7 +42,7 @@ JA = {
     "proves.intake-atomic": "受付のプロセスが最初のCOMMITの直後に終了しても、注文の行とそのoutboxの行は両方そろっています。片方だけになることはありません。",
     "proves.receive-atomic": "倉庫が、receiveのトランザクションの途中（何も適用されない）か、最初のCOMMITの直後（受信の記録がすべて適用される）で終了します。再起動したあとの在庫は、どちらの場合も7です。",
     "proves.wrong-database": "倉庫DBに対する `init_store` と、受付DBに対する `init_sink` は、どちらも `WrongDatabase` を送出し、ファイルとその `-wal` を1バイトも変えません。`init_store` は、倉庫の接続が開いたままでテーブルがまだ `-wal` にしかないかもしれないときも、強制終了したプロセスが残す状態（コミットが `-wal` にあり、開いている接続がない）のコピーに対しても同じです。テキストファイルや別のアプリケーションのSQLite DBに対して呼んだ場合も同じです。0バイトのファイルと、テーブルのないSQLiteファイルは新しいファイルで、そこにDBを作ります。",
-    "proves.own-work": "提出物は参加者自身のコードです。importの際にキットのディレクトリから何も読み込みません（ワーカーの `sys.path` にあるのは自身のディレクトリと標準ライブラリだけなので、そこでは `import outbox` は失敗します）。また、名前・コメント・ `docstring` だけを変えた `examples/worker_reference.py` のコピーでもありません（正規化したASTで比べます）。キットの補助コードを配るラボでは、`--allow-kit-imports` で両方を認められます。",
+    "proves.own-work": "提出物は参加者自身のコードです。importの際にキットのディレクトリから何も読み込みません（ワーカーの `sys.path` にあるのは自身のディレクトリと標準ライブラリだけなので、そこでは `import outbox` は失敗します）。また、名前・コメント・docstringだけを変えた `examples/worker_reference.py` のコピーでもありません（正規化したASTで比べます）。キットの補助コードを配るラボでは、`--allow-kit-imports` で両方を認められます。",
     "proves.durability": "両方のDBがWALモードで（採点ツール自身の接続で読みます）、`init_store` と `init_sink` が返す接続が `synchronous=FULL` か `EXTRA` を使います（接続ごとの設定なので、ワーカー自身の接続で読みます）。",
 
     # The report.
@@ -614,7 +614,7 @@ JA = {
     "own.expected": "提出物が参加者自身のコードであること（キットのディレクトリのモジュールを読み込まず、正解コードのコピーでもない）",
     "own.small": "提出物のソースが{mib} MiB以下であること",
     "own.too-big": "提出物が1 MiBを超えています（{size}バイト）。構文解析していません",
-    "own.copy": "examples/worker_reference.pyの名前・コメント・ `docstring` だけを変えたものです",
+    "own.copy": "examples/worker_reference.pyの名前・コメント・`docstring` だけを変えたものです",
     "own.imports": "importの際にキット自身のモジュールを読み込みました: {modules}",
     "own.both": "{first}。{second}",
     "own-work.passed": "提出物が参加者自身のコードであること",

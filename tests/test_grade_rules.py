@@ -80,7 +80,9 @@ def bullets(section):
 
 
 def words(text):
-    """`text` with every run of whitespace, and a docstring's line breaks, as one space."""
+    """`text` with every run of whitespace, and a docstring's line breaks, as one space; a line break between two
+    characters that are not ASCII as nothing, since Japanese wraps with no space between its words."""
+    text = re.sub(r"(?<=[^\x00-\x7f])[ \t]*\n[ \t]*(?=[^\x00-\x7f])", "", text)
     return " ".join(text.split())
 
 
