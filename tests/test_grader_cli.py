@@ -155,9 +155,17 @@ class GradeCommandLineTest(TempDirTestCase):
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
             self.addCleanup(stop, proc)
             runs.append((k, proc, files, worker))
-        for k, proc, files, worker in runs:
-            wait_until(lambda: children_running(worker), what="the children of grader %d" % k)
-            open(files["arm"], "w").close()
+        # All twelve watched at once: each grader's steps run only for its 2 s timeouts, so waiting on them one by
+        # one could find a later grader already done (under load).
+        unarmed = {k: (files, worker) for k, proc, files, worker in runs}
+
+        def arm_those_running():
+            for k, (files, worker) in list(unarmed.items()):
+                if children_running(worker):
+                    open(files["arm"], "w").close()
+                    del unarmed[k]
+            return not unarmed
+        wait_until(arm_those_running, timeout=30, what="the children of every grader")
         fired, deadline = 0, time.monotonic() + 60
         for k, proc, files, worker in runs:
             with self.subTest(k=k):
