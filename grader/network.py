@@ -8,12 +8,14 @@ wherever its descriptor goes: the grader's servers listen on such sockets,
 in the grader's own process, and its own requests to the worker's sink go
 out on them. The worker's processes join the namespace before anything else
 (box.enter, namespaces.join), so the worker's send_http reaches the servers
-of its own checks and nothing else: not the host's loopback, not a
-classmate's servers. Where namespaces are off (not Linux, refused,
+of its own checks and no other TCP or UDP peer: not the host's loopback,
+not a classmate's servers, no other host (sockets of other families, a
+Unix socket by path among them, are seccomp's to refuse). Where namespaces are off (not Linux, refused,
 --isolation off), a Network makes the same sockets on the host's loopback.
 
 The holder runs as `python -E -S -B -m grader.network CONTROL_FD UID` (UID -1:
-the grader's own); it ends when the grader closes its end of the socket.
+the grader's own); it ends when the grader closes its end of the socket (or
+when it is killed with the grader's other children).
 """
 import array
 import os
@@ -23,8 +25,9 @@ import sys
 import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1"}  # the hosts connect() takes
 START_WITHIN = 10.0  # seconds the holder has to say that its namespace is ready
-REPLY_WITHIN = 10.0  # seconds for one answer of the holder's (a socket made; a loopback connect at most its timeout)
+REPLY_WITHIN = 10.0  # seconds for one answer of the holder's (a socket made; one loopback connect, within 9 s)
 LINE = 512  # the most a line of the protocol holds, either way
 
 
@@ -68,8 +71,8 @@ class Network:
         said = said or "off it ended without a word (status %s)" % net.holder.poll()
         if said == "ready":
             try:
-                net.fds = tuple(os.open("/proc/%d/ns/%s" % (net.holder.pid, name), os.O_RDONLY)
-                                for name in ("user", "net"))
+                for name in ("user", "net"):
+                    net.fds += (os.open("/proc/%d/ns/%s" % (net.holder.pid, name), os.O_RDONLY),)
                 return net
             except OSError as exc:
                 said = "off its namespaces cannot be opened: %s" % exc
@@ -91,10 +94,16 @@ class Network:
         return self._ask("listen")
 
     def connect(self, host, port, timeout):
-        """A TCP socket connected to (host, port) as the worker's processes see it; OSError if refused."""
+        """A TCP socket connected to (host, port) as the worker's processes see it; OSError if that cannot be.
+
+        `host` is a loopback name or address (LOOPBACK): it may come from the
+        worker (its sink's address), and no other goes to the holder.
+        """
+        if host not in LOOPBACK or not isinstance(port, int) or not 0 < port < 65536:
+            raise OSError("not a loopback address: %r, port %r" % (str(host)[:80], port))
         if self._sock is None:
-            return socket.create_connection((host, port), timeout)
-        sock = self._ask("connect %s %d %g" % (host, port, timeout))
+            return socket.create_connection((LOOPBACK[host], port), timeout)
+        sock = self._ask("connect %s %d %g" % (LOOPBACK[host], port, min(timeout, REPLY_WITHIN - 1)))
         sock.settimeout(timeout)
         return sock
 
@@ -110,9 +119,18 @@ class Network:
         with self._lock:
             if self._sock is None:
                 raise OSError("the network's holder is gone")
-            self._sock.settimeout(REPLY_WITHIN)
-            self._sock.sendall(request.encode("ascii") + b"\n")
-            data, fds = receive(self._sock)
+            try:
+                self._sock.settimeout(REPLY_WITHIN)
+                self._sock.sendall(request.encode("ascii") + b"\n")
+                data, fds = receive(self._sock)
+            except OSError:
+                # No answer in time, or none at all: a late one would be taken for the next request's. The holder
+                # ends once its socket closes; each later request is refused.
+                self._sock.close()
+                self._sock = None
+                raise
+        for fd in fds:
+            os.set_inheritable(fd, False)  # as every socket Python makes: no child of the grader's gets it
         said = data.decode("utf-8", "replace").strip()
         if said == "ok" and len(fds) == 1:
             return socket.socket(fileno=fds[0])
@@ -153,7 +171,8 @@ def for_box(plan, processes):
     refused = box.known_refusal()
     if not offered or refused:
         return Network(reason or refused)
-    return Network.start(processes, plan["uid"])
+    # The worker's processes take their uid only where that layer is on: the holder's must be the same.
+    return Network.start(processes, plan["uid"] if "uid" not in box.unavailable() else None)
 
 
 def receive(sock):
@@ -193,7 +212,7 @@ def hold(control, uid):
             os.setuid(uid)
             ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: the grader opens its /proc/PID/ns
         namespaces.own_network()  # audit: G70
-        reason = namespaces.trial()  # what the worker's processes will do in it: refused here, refused there
+        reason = namespaces.trial()  # what the worker's processes will do in it: refused here, refused there too
     except OSError as exc:
         reason = str(exc)
     if reason:
@@ -208,8 +227,8 @@ def hold(control, uid):
         try:
             made = answer(request.split())
             sock.sendmsg([b"ok\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [made.fileno()]))])
-        except OSError as exc:
-            sock.sendall(("error %s\n" % exc)[:LINE - 1].encode("utf-8", "replace") + b"\n")
+        except Exception as exc:  # noqa: B902 (any request's failure is its answer; the holder goes on)
+            sock.sendall(("error %s" % exc)[:LINE - 2].encode("utf-8", "replace") + b"\n")
         finally:
             if made is not None:
                 made.close()
@@ -226,7 +245,7 @@ def answer(words):
             sock.close()
             raise
         return sock
-    if len(words) == 4 and words[0] == "connect":
+    if len(words) == 4 and words[0] == "connect" and words[1] in LOOPBACK.values():
         return socket.create_connection((words[1], int(words[2])), min(float(words[3]), REPLY_WITHIN - 1))
     raise OSError("not a request: %r" % " ".join(words)[:80])
 

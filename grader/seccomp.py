@@ -32,6 +32,10 @@ DENIED = {
     "fanotify_init": 300, "syslog": 103, "vhangup": 153,
 }
 CLONE, CLONE3 = 56, 435
+# socket(): only the families of the worker's own loopback, and netlink (glibc's getaddrinfo asks the routes).
+# Not AF_UNIX by path, which the network namespace does not cover (a host's docker.sock, D-Bus, a resolver),
+# nor AF_VSOCK or packet sockets. socketpair() is a call of its own and stays allowed.
+SOCKET, SOCKET_FAMILIES = 41, (2, 10, 16)  # AF_INET, AF_INET6, AF_NETLINK
 SIGNALS = {"kill": 62, "tkill": 200, "tgkill": 234}  # first argument: the process (or group, negative) signalled
 NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
@@ -68,10 +72,13 @@ def program(protected):
     code = [(LD_W_ABS, 0, 0, ARCH), (JEQ, "nr", "kill", AUDIT_ARCH_X86_64), ("kill",), (RET, 0, 0, RET_KILL_PROCESS),
             ("nr",), (LD_W_ABS, 0, 0, NR), (JGE, deny, 0, X32_SYSCALL_BIT)]
     code += [(JEQ, deny, 0, number) for number in sorted(DENIED.values())]
-    code += [(JEQ, "clone", 0, CLONE), (JEQ, enosys, 0, CLONE3)]  # clone3's flags are out of reach: glibc falls back
+    # clone3's flags are out of reach of a filter: ENOSYS, and glibc falls back to clone.
+    code += [(JEQ, "clone", 0, CLONE), (JEQ, enosys, 0, CLONE3), (JEQ, "socket", 0, SOCKET)]
     code += [(JEQ, "signal", 0, number) for number in sorted(SIGNALS.values())]
     code += [(RET, 0, 0, RET_ALLOW), ("clone",), (LD_W_ABS, 0, 0, ARG0_LOW), (JSET, deny, 0, NEW_NAMESPACES),
-             (RET, 0, 0, RET_ALLOW), ("signal",), (LD_W_ABS, 0, 0, ARG0_LOW), (JEQ, deny, 0, 0xFFFFFFFF)]
+             (RET, 0, 0, RET_ALLOW), ("socket",), (LD_W_ABS, 0, 0, ARG0_LOW)]
+    code += [(JEQ, allow, 0, family) for family in SOCKET_FAMILIES]
+    code += [(RET, 0, 0, RET_ERRNO | errno.EPERM), ("signal",), (LD_W_ABS, 0, 0, ARG0_LOW), (JEQ, deny, 0, 0xFFFFFFFF)]
     code += [(JEQ, deny, 0, value & 0xFFFFFFFF) for value in sorted(set(protected))]
     code += [(RET, 0, 0, RET_ALLOW), (deny,), (RET, 0, 0, RET_ERRNO | errno.EPERM),
              (enosys,), (RET, 0, 0, RET_ERRNO | errno.ENOSYS), (allow,), (RET, 0, 0, RET_ALLOW)]

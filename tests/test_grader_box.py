@@ -127,7 +127,11 @@ class SeccompTest(BoxedProcessTestCase):
               "attempt('thread', lambda: [t.start() or t.join() for t in [threading.Thread(target=int)]])\n"
               "attempt('subprocess', lambda: subprocess.check_call([sys.executable, '-c', 'pass']))\n"
               "attempt('sqlite', lambda: sqlite3.connect(os.path.join(%r, 'x.db')).execute('CREATE TABLE t(x)'))\n"
-              "attempt('loopback', lambda: socket.create_server(('127.0.0.1', 0)).close())\n")
+              "attempt('loopback', lambda: socket.create_server(('127.0.0.1', 0)).close())\n"
+              "attempt('unix', lambda: socket.socket(socket.AF_UNIX).close())\n"
+              "attempt('vsock', lambda: socket.socket(40).close())\n"  # AF_VSOCK: a VM's host
+              "attempt('pair', lambda: [s.close() for s in socket.socketpair()])\n"
+              "attempt('ipv6', lambda: socket.socket(socket.AF_INET6).close())\n")
 
     def attack(self, ptrace=True):
         attack = self.ATTACK % (os.getpid(), os.getpid(), self.root)
@@ -136,9 +140,9 @@ class SeccompTest(BoxedProcessTestCase):
     def test_the_worker_cannot_trace_or_signal_the_grader_nor_escape_its_memory_limit(self):
         found = self.boxed(self.attack(), unavailable="landlock,namespaces")
         self.assertIs(found["report"]["seccomp"], True)
-        for name in ("ptrace", "kill", "everyone", "memfd", "unshare"):
+        for name in ("ptrace", "kill", "everyone", "memfd", "unshare", "unix", "vsock"):
             self.assertEqual(found[name], "EPERM", name)
-        for name in ("itself", "group", "thread", "subprocess", "sqlite", "loopback"):
+        for name in ("itself", "group", "thread", "subprocess", "sqlite", "loopback", "pair", "ipv6"):
             self.assertEqual(found[name], "ok", name)
 
     def test_unavailable_it_is_reported_off_and_stops_nothing(self):
@@ -226,6 +230,20 @@ class NetworkTest(BoxedProcessTestCase):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", port), 2).close()  # nor the worker's from the host
         self.assertFalse(self.host_was_reached())
+
+    def test_a_host_the_worker_names_that_is_not_loopback_is_refused_and_the_holder_goes_on(self):
+        net = network.Network.start(PROCESSES)
+        self.addCleanup(net.close, PROCESSES)
+        for host, port in (("ex\u00e4mple", 80), ("a" * 64, 80), ("x" * 600, 80), ("192.0.2.1", 80),
+                           ("127.0.0.1", None), ("127.0.0.1", 70000)):
+            with self.assertRaises(OSError):
+                net.connect(host, port, 1).close()
+        inside = net.listen()  # the holder still answers, each answer to its own request
+        self.addCleanup(inside.close)
+        with net.connect("localhost", inside.getsockname()[1], 2) as sock:
+            self.assertFalse(sock.get_inheritable())
+            inside.accept()[0].close()
+        self.assertIsNone(net.holder.poll())
 
     def test_unavailable_it_is_reported_off_and_the_grader_s_sockets_are_on_the_host(self):
         os.environ[box.UNAVAILABLE] = "namespaces"
