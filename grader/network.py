@@ -32,7 +32,7 @@ LINE = 512  # the most a line of the protocol holds, either way
 
 
 class Network:
-    """Sockets on the worker's loopback: in the holder's namespace if it is up, else on the host's.
+    """Sockets on the worker's loopback: in the holder's namespace if it is up, else (`reason` set) on the host's.
 
     `fds` are the holder's user and network namespaces (opened here, passed to
     each of the worker's processes); () on the host. `reason` says why there
@@ -82,16 +82,7 @@ class Network:
 
     def listen(self):
         """A TCP socket listening on 127.0.0.1, a port of the kernel's choice: where the worker can connect."""
-        if self._sock is None:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind(("127.0.0.1", 0))
-                sock.listen(64)
-            except BaseException:
-                sock.close()
-                raise
-            return sock
-        return self._ask("listen")
+        return listener() if self.reason is not None else self._ask("listen")
 
     def connect(self, host, port, timeout):
         """A TCP socket connected to (host, port) as the worker's processes see it; OSError if that cannot be.
@@ -101,7 +92,7 @@ class Network:
         """
         if host not in LOOPBACK or not isinstance(port, int) or not 0 < port < 65536:
             raise OSError("not a loopback address: %r, port %r" % (str(host)[:80], port))
-        if self._sock is None:
+        if self.reason is not None:  # on the host's loopback
             return socket.create_connection((LOOPBACK[host], port), timeout)
         sock = self._ask("connect %s %d %g" % (LOOPBACK[host], port, min(timeout, REPLY_WITHIN - 1)))
         sock.settimeout(timeout)
@@ -175,6 +166,18 @@ def for_box(plan, processes):
     return Network.start(processes, plan["uid"] if "uid" not in box.unavailable() else None)
 
 
+def listener():
+    """A TCP socket listening on 127.0.0.1, a port of the kernel's choice, in this process's network namespace."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def receive(sock):
     """One message and the descriptors it carries, from a Unix socket: (bytes, [fd])."""
     data, ancillary, _, _ = sock.recvmsg(LINE, socket.CMSG_SPACE(array.array("i", [0]).itemsize))
@@ -237,14 +240,7 @@ def hold(control, uid):
 def answer(words):
     """The socket a request asks for: `listen`, or `connect HOST PORT TIMEOUT`."""
     if words == ["listen"]:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", 0))
-            sock.listen(64)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
+        return listener()
     if len(words) == 4 and words[0] == "connect" and words[1] in LOOPBACK.values():
         return socket.create_connection((words[1], int(words[2])), min(float(words[3]), REPLY_WITHIN - 1))
     raise OSError("not a request: %r" % " ".join(words)[:80])

@@ -244,6 +244,9 @@ class NetworkTest(BoxedProcessTestCase):
             self.assertFalse(sock.get_inheritable())
             inside.accept()[0].close()
         self.assertIsNone(net.holder.poll())
+        net.close(PROCESSES)
+        with self.assertRaises(OSError):  # a holder gone is never replaced by the host's loopback
+            net.listen().close()
 
     def test_unavailable_it_is_reported_off_and_the_grader_s_sockets_are_on_the_host(self):
         os.environ[box.UNAVAILABLE] = "namespaces"
