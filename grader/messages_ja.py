@@ -614,7 +614,7 @@ JA = {
     "own.expected": "提出物が参加者自身のコードであること（キットのディレクトリのモジュールを読み込まず、正解コードのコピーでもない）",
     "own.small": "提出物のソースが{mib} MiB以下であること",
     "own.too-big": "提出物が1 MiBを超えています（{size}バイト）。構文解析していません",
-    "own.copy": "examples/worker_reference.pyの名前・コメント・`docstring` だけを変えたものです",
+    "own.copy": "examples/worker_reference.pyの名前・コメント・docstringだけを変えたものです",
     "own.imports": "importの際にキット自身のモジュールを読み込みました: {modules}",
     "own.both": "{first}。{second}",
     "own-work.passed": "提出物が参加者自身のコードであること",
