@@ -214,18 +214,24 @@ def scenario_proxy_ignored(g):
 
 
 def post(url, event, timeout, net):
-    """The grader's own POST to a sink on the worker's loopback (`net`); returns (status, body text) or raises Fail."""
-    parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    """The grader's own POST to a sink on the worker's loopback (`net`); returns (status, body text) or raises Fail.
+
+    `url` is the address the worker's sink announced: one that is no URL, or
+    no loopback port, is the worker's failure like a refused connection.
+    """
+    conn = None
     try:
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
         conn.sock = net.connect(parts.hostname, parts.port, timeout)  # as the worker's processes connect
         conn.request("POST", "/events", body=json.dumps(event).encode(), headers={"Content-Type": "application/json"})
         response = conn.getresponse()
         return response.status, response.read(4096).decode("utf-8", "replace")
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: urlsplit's, a port's
         raise Fail(msg("post.answer"), msg("plain", text=describe(exc)))
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def scenario_conflict(g):

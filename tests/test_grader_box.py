@@ -13,7 +13,8 @@ import subprocess
 import sys
 import unittest
 
-from grader import box, landlock, namespaces, network, seccomp
+from grader import box, landlock, namespaces, network, scenarios, seccomp
+from grader.common import Fail
 from grader.parent import PROCESSES
 from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env
 
@@ -247,6 +248,15 @@ class NetworkTest(BoxedProcessTestCase):
         net.close(PROCESSES)
         with self.assertRaises(OSError):  # a holder gone is never replaced by the host's loopback
             net.listen().close()
+
+    def test_the_grader_s_post_to_an_address_the_worker_announced_badly_is_the_worker_s_failure(self):
+        net = network.Network.start(PROCESSES)
+        self.addCleanup(net.close, PROCESSES)
+        for url in ("http://127.0.0.1:99999/events", "http://[::1/events", "http://192.0.2.1:80/events",
+                    "http://127.0.0.1/events", "http://ex\u00e4mple:80/events"):
+            with self.assertRaises(Fail, msg=url):
+                scenarios.post(url, {"id": "x", "sku": "y", "qty": 1}, 1, net)
+        self.assertIsNone(net.holder.poll())  # nothing of it reached the holder's protocol
 
     def test_unavailable_it_is_reported_off_and_the_grader_s_sockets_are_on_the_host(self):
         os.environ[box.UNAVAILABLE] = "namespaces"
