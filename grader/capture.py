@@ -8,9 +8,11 @@ it. Neutral ground: no worker, no processes of its own, no messages.
 import gc
 import json
 import os
+import queue
 import re
 import selectors
 import sys
+import threading
 import time
 
 from .common import MARK
@@ -155,17 +157,18 @@ def whole(value):
     return value
 
 
-def follow(streams, exited, deadline, on_timeout, after_exit):
+def follow(streams, exited, deadline, on_timeout, after_exit, readers=None):
     """Read `streams` ({fd: Capture or Lines}) until the process has ended and they are closed; True if it timed out.
 
     `exited()` says whether the process has ended; `deadline()` the time
     (time.monotonic()) at which `on_timeout()` ends it; `after_exit()` ends
     what it left behind, called once it has ended and again on every round
     while its pipes stay open (at most GRACE seconds: then they are let go).
+    Where select takes no pipes (Windows) a thread reads each stream; their
+    threads are appended to `readers` (a list), to be joined before the
+    caller closes the streams.
     """
-    selector = selectors.DefaultSelector()
-    for fd in streams:
-        selector.register(fd, selectors.EVENT_READ)
+    watch = SelectorWatch(streams) if THREADS is None else ThreadWatch(streams, readers)
     timed_out, ended, cleaned = False, None, None
     unreclaimed = 0  # bytes read since the last collection (COLLECT_EVERY)
     try:
@@ -180,26 +183,109 @@ def follow(streams, exited, deadline, on_timeout, after_exit):
                 if cleaned is None or now - cleaned >= ROUND:
                     after_exit()
                     cleaned = now
-                if not selector.get_map() or now - ended >= GRACE:
+                if not watch.open or now - ended >= GRACE:
                     return timed_out
-            if not selector.get_map():
+            if not watch.open:
                 time.sleep(max(0.0, min(ROUND / 10, deadline() - now)))  # closed its pipes, still running
                 continue
             wait = ROUND if ended is not None else max(0.0, min(ROUND, deadline() - now))
-            for key, _ in selector.select(wait):
-                try:
-                    data = os.read(key.fd, CHUNK)
-                except BlockingIOError:  # a protocol socket, non-blocking for the sender's sake (remote.Session)
-                    continue
-                except OSError:  # a step's protocol socket, reset as it ended with a request unread: its end
-                    data = b""
+            for fd, data in watch.read(wait):
                 if data:
-                    streams[key.fd].add(data)
+                    streams[fd].add(data)
                     unreclaimed += len(data)
                     if COLLECT_EVERY is not None and unreclaimed >= COLLECT_EVERY:
                         data, unreclaimed = None, 0
                         gc.collect()
-                else:
-                    selector.unregister(key.fd)
     finally:
-        selector.close()
+        watch.close()
+
+
+THREADS = True if os.name == "nt" else None  # Windows: select takes sockets only, so a thread reads each pipe
+
+
+class SelectorWatch:
+    """The streams still open, and what is there to read on them (select)."""
+
+    def __init__(self, streams):
+        self.selector = selectors.DefaultSelector()
+        for fd in streams:
+            self.selector.register(fd, selectors.EVENT_READ)
+
+    @property
+    def open(self):
+        return bool(self.selector.get_map())
+
+    def read(self, wait):
+        """[(fd, bytes)] read within `wait` seconds; b"" is a stream's end (it is then no longer open)."""
+        got = []
+        for key, _ in self.selector.select(wait):
+            try:
+                data = os.read(key.fd, CHUNK)
+            except BlockingIOError:  # a protocol socket, non-blocking for the sender's sake (remote.Session)
+                continue
+            except OSError:  # a step's protocol socket, reset as it ended with a request unread: its end
+                data = b""
+            if not data:
+                self.selector.unregister(key.fd)
+            got.append((key.fd, data))
+        return got
+
+    def close(self):
+        self.selector.close()
+
+
+class ThreadWatch:
+    """The same, with one reading thread per stream and a bounded queue between them and the loop.
+
+    A reader waits while the queue is full, so a flood is read no faster
+    than the loop takes it; once closed, a reader drops what it reads until
+    its stream ends (the process is gone by then, its job ended).
+    """
+
+    def __init__(self, streams, readers):
+        self.queue = queue.Queue(maxsize=QUEUED)
+        self.left = set(streams)
+        self.closed = False
+        for fd in streams:
+            thread = threading.Thread(target=self._reader, args=(fd,), daemon=True)
+            thread.start()
+            if readers is not None:
+                readers.append(thread)
+
+    def _reader(self, fd):
+        while True:
+            try:
+                data = os.read(fd, CHUNK)
+            except OSError:
+                data = b""
+            while not self.closed:
+                try:
+                    self.queue.put((fd, data), timeout=ROUND)
+                    break
+                except queue.Full:
+                    continue
+            if not data:
+                return
+
+    @property
+    def open(self):
+        return bool(self.left)
+
+    def read(self, wait):
+        got = []
+        try:
+            got.append(self.queue.get(timeout=wait))
+            while len(got) < QUEUED:
+                got.append(self.queue.get_nowait())
+        except queue.Empty:
+            pass
+        for fd, data in got:
+            if not data:
+                self.left.discard(fd)
+        return got
+
+    def close(self):
+        self.closed = True
+
+
+QUEUED = 16  # chunks read and not yet taken, per step (ThreadWatch)

@@ -35,6 +35,7 @@ DEFAULT_FILE_MIB = 64
 POLL = 0.005  # seconds between two looks of a supervisor at its worker
 END_WITHIN = 5.0  # seconds to end what a step left behind, however much it forks
 FD_SIZE = array.array("i").itemsize
+WINDOWS = os.name == "nt"  # no fork, no process groups: each child is in a Job Object instead (windows.py)
 CAN_PEEK = hasattr(os, "waitid")  # see an exit without reaping (not on macOS: there the pid is reaped at once)
 
 Limits = collections.namedtuple("Limits", "memory_mib file_mib cpu_seconds")
@@ -66,13 +67,15 @@ _GRADER_IS_SUBREAPER = []
 
 def protect_host():
     """Once per grader process: become a subreaper. Returns the protections that are off here (names)."""
+    if WINDOWS:  # a Job Object bounds memory, CPU time and processes, and ends all a child started
+        return ["file-size"]
     if not _GRADER_IS_SUBREAPER:
         _GRADER_IS_SUBREAPER.append(become_subreaper())
     return protections_off(limits=resource is not None, subreaper=_GRADER_IS_SUBREAPER[0])
 
 
 def protections_off(limits, subreaper):
-    """The names of the protections missing, given what this system has ("limits", "orphans")."""
+    """The names of the protections missing, given what this system has ("limits", "orphans"; "file-size": Windows)."""
     return [name for name, available in (("limits", limits), ("orphans", subreaper)) if not available]
 
 
@@ -166,12 +169,37 @@ def decode(status):
 # --------------------------------------------------------------------------
 
 PROTOCOL = []  # the fd of the grader's protocol pipe, in the worker's process
+REQUESTS = []  # the fd the grader's requests come in on: PROTOCOL's own, but on Windows a pipe of its own
 
 
-def contain_arg(parent, protocol_fd, limits):
-    """The --contain argument of a child: the grader's pid, the protocol pipe, the limits."""
-    return json.dumps({"parent": parent, "protocol": protocol_fd, "memory_mib": limits.memory_mib,
-                       "file_mib": limits.file_mib, "cpu_seconds": limits.cpu_seconds}, separators=(",", ":"))
+def contain_arg(parent, protocol_fd, limits, requests=None):
+    """The --contain argument of a child: the grader's pid, the protocol pipe, the limits.
+
+    On Windows `protocol_fd` and `requests` are the handles of two pipes, the
+    lines out and the requests in (windows.start).
+    """
+    given = {"parent": parent, "protocol": protocol_fd, "memory_mib": limits.memory_mib,
+             "file_mib": limits.file_mib, "cpu_seconds": limits.cpu_seconds}
+    if requests is not None:
+        given["requests"] = requests
+    return json.dumps(given, separators=(",", ":"))
+
+
+def enter_job(given):
+    """Windows: open the two pipes the grader's handles name, and wait until it has put this process in its job.
+
+    The job (windows.py) bounds this process and all it starts; the grader
+    writes "go" only once it holds it, so nothing of the worker runs before.
+    """
+    import msvcrt
+    PROTOCOL.append(msvcrt.open_osfhandle(given["protocol"], 0))
+    REQUESTS.append(msvcrt.open_osfhandle(given["requests"], os.O_RDONLY))
+    first = b""
+    while not first.endswith(b"\n"):
+        byte = os.read(REQUESTS[0], 1)  # one byte at a time: what follows "go" is the first request
+        if not byte:
+            os._exit(1)  # the grader went away before it let this process go on
+        first += byte
 
 
 def enter(argv):
@@ -183,7 +211,11 @@ def enter(argv):
     if argv[:1] != ["--contain"]:
         return argv
     given, rest = json.loads(argv[1]), argv[2:]
+    if WINDOWS:
+        enter_job(given)
+        return rest
     PROTOCOL.append(given["protocol"])
+    REQUESTS.append(given["protocol"])
     if resource is not None:
         set_limit(resource.RLIMIT_CORE, 0)  # in the supervisor too: it re-raises a fatal signal on itself
     become_subreaper()  # audit: G53
@@ -385,7 +417,7 @@ def fork_step(request, fds, step, cpu, closing):
             os.dup2(fds[1], 2)
             for fd in fds[:2]:
                 os.close(fd)
-            PROTOCOL[:] = [fds[2]]
+            PROTOCOL[:] = REQUESTS[:] = [fds[2]]
             enter_folder(request["folder"])
             box.narrow(request["folder"])  # audit: G70
             if resource is not None:

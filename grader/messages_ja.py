@@ -174,6 +174,7 @@ JA = {
     "usage.duplicate": "{name}という名前のワーカーが2件あります: {first}と{second}。ワーカーごとに別の名前（ファイル名の拡張子を除いた部分か、ディレクトリ名）が必要です",
     "cli.protections-off": "grade.py: このシステムでは次の保護が働きません: {off}",
     "protection.limits": "資源の上限（`resource` モジュールがありません）",
+    "protection.file-size": "ワーカーが書くファイルの大きさの上限（--file-size。Windowsにはこの上限がありません）",
     "protection.orphans": "setsid()や二重forkでセッションを離れたプロセスの終了（PR_SET_CHILD_SUBREAPERがありません）",
     "report.output": "     {blank:<22} 出力: 計{printed}、うち{dropped}を破棄（各ストリームの先頭と末尾の{kept}だけを残しています）",
     "size.bytes": "{count}バイト",

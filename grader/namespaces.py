@@ -8,7 +8,6 @@ IPC and mount namespaces inside it (enter). Never imports the worker.
 """
 import contextlib
 import ctypes
-import fcntl
 import os
 import socket
 import struct
@@ -17,6 +16,11 @@ import sys
 import time
 
 from . import contain
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): no namespaces there, and box.plan says so
+    fcntl = None
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
 CLONE_NEWNET = 0x40000000

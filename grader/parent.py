@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 
-from . import box, contain, drivers, network, remote
+from . import box, contain, drivers, network, remote, windows
 from .capture import LINE_MAX, LINES_BUDGET, Capture, Lines, follow
 from .common import SNACK, Fail, bound_refused, describe, expect, msg, read_only, rows, wrong_class
 from .corpus import DEFAULT_SEED
@@ -51,10 +51,13 @@ class Processes:
         self._lock = threading.Lock()
         self._live = set()
         self._orphans = set()
+        self._jobs = {}  # Windows: each child's Job Object
         self.stopping = False
 
     def start(self, args, env, cwd, limits, on_line=None, pass_fds=()):
         """Start `grade.py --role --contain ... args` in a session of its own; a Child reading its three pipes."""
+        if contain.WINDOWS:
+            return self._start_in_job(args, env, cwd, limits, on_line)
         protocol, writer = socket_pair()
         try:
             with self._lock:
@@ -72,9 +75,26 @@ class Processes:
             os.close(writer)
         return Child(proc, protocol, on_line)
 
+    def _start_in_job(self, args, env, cwd, limits, on_line):
+        """Windows: the child in a Job Object of its own (windows.py), with no supervisor above it."""
+        def command(handles):
+            return [sys.executable, ENTRY, "--role", "--contain",
+                    contain.contain_arg(os.getpid(), handles[1], limits, requests=handles[0])] + list(args)
+
+        def record(proc):
+            self._live.add(proc)
+
+        with self._lock:
+            if self.stopping:
+                raise Fail(msg("grader.keeps-running"), msg("grader.interrupted"))
+            proc, job, requests, replies = windows.start(command, env, cwd, limits, record)
+            self._jobs[proc] = job
+        return windows.JobChild(proc, job, requests, replies, on_line, self.forget)
+
     def forget(self, proc):
         with self._lock:
             self._live.discard(proc)
+            self._jobs.pop(proc, None)
 
     def popen(self, cmd, **options):
         """subprocess.Popen(cmd, **options) for other grader code (the quiz's relay runs), known from its first instant.
@@ -91,6 +111,8 @@ class Processes:
 
     def sweep(self):
         """End every child of the grader it did not start itself: orphans whose supervisor was killed (Linux)."""
+        if contain.WINDOWS:
+            return  # no supervisor there: a child's job holds all it started
         with self._lock:
             known = {proc.pid for proc in self._live}
             for pid in contain.children():
@@ -102,9 +124,12 @@ class Processes:
     def kill_all(self):
         with self._lock:
             self.stopping = True
-            live = list(self._live)
+            live, jobs = list(self._live), list(self._jobs.values())
+        for job in jobs:
+            job.terminate()  # Windows: every process in the child's job
         for proc in live:
-            contain.kill(proc.pid, group=True)  # its whole session: the supervisor, the worker, what they started
+            if not contain.WINDOWS:
+                contain.kill(proc.pid, group=True)  # its whole session: the supervisor, the worker, what they started
         for proc in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
@@ -127,6 +152,11 @@ class Child:
         self.streams = {proc.stdout.fileno(): self.out, proc.stderr.fileno(): self.err, protocol: self.lines}
         self.status = None
         self.ended = threading.Event()
+        self.begun = time.monotonic()
+
+    def deadline(self, timeout):
+        """When a step that may run `timeout` seconds has run past it: from its start."""
+        return self.begun + timeout
 
     def exited(self):
         """Whether the supervisor has ended (not reaped yet, where the system allows: its pid stays reserved)."""
@@ -198,9 +228,9 @@ class Run:
             return msg("limit.protocol", what=self.what, line_kib=LINE_MAX // 1024, mib=LINES_BUDGET // (1024 * 1024))
         if limit:
             return msg("limit.memory", what=self.what, mib=self.limits.memory_mib)
-        if self.status == -signal.SIGXFSZ:
+        if self.status == -getattr(signal, "SIGXFSZ", 0):  # not on Windows: no limit of the largest file there
             return msg("limit.file-size", what=self.what, mib=self.limits.file_mib)
-        if self.status == -signal.SIGXCPU:
+        if self.status == -getattr(signal, "SIGXCPU", 0):
             return msg("limit.cpu", what=self.what, seconds=self.limits.cpu_seconds)
         return None
 
@@ -365,9 +395,9 @@ class Grader:
             return Run(what, None, [{"kind": "call", "function": "import"}], "", timed_out=self.timeout,
                        output=child.output(), limits=self.limits)
         child.lines.keep = False
-        deadline = time.monotonic() + self.timeout  # audit: G54
         followed = []
-        reader = threading.Thread(target=lambda: followed.append(child.follow(lambda: deadline)), daemon=True)
+        reader = threading.Thread(target=lambda: followed.append(child.follow(lambda: child.deadline(self.timeout))),
+                                  daemon=True)  # audit: G54
         session.attach(child.protocol, reader)
         session.kill = child.kill
         reader.start()
@@ -474,7 +504,8 @@ class Zygote:
         """Start it if it is not yet; its state."""
         with self.lock:
             if self.state is None:
-                self.state = self._start()
+                # Windows has no fork: each step is a process of its own there, which imports the worker itself.
+                self.state = "gone" if contain.WINDOWS else self._start()
             return self.state
 
     def _start(self):
@@ -643,6 +674,10 @@ class Step:
         self.protocol = readers[2]  # a socket: the deciding side's requests go out on it
         self.status = None
         self.ended = threading.Event()
+        self.begun = time.monotonic()
+
+    def deadline(self, timeout):
+        return self.begun + timeout
 
     def end(self, status):
         self.status = status
@@ -766,8 +801,8 @@ class SinkProcess:
         if self.child.timed_out:
             raise Fail(msg("sink.listens", seconds="%g" % timeout), msg("run.timed-out", what=msg("who.sink"),
                                                                        seconds="%g" % self.timeout))
-        deadline = time.monotonic() + timeout
-        while not self._ready.wait(0.05) and not self.child.ended.is_set() and time.monotonic() < deadline:
+        while (not self._ready.wait(0.05) and not self.child.ended.is_set()
+               and time.monotonic() < self.child.deadline(timeout)):
             pass
         lines = list(self.child.lines.lines)
         for line in lines:

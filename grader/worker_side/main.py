@@ -70,7 +70,7 @@ def load_impl(path):
 
 def role_serve(module, args):
     """Answer the deciding side's calls until it says the step is over."""
-    return calls.Server(module, contain.PROTOCOL[0]).serve()
+    return calls.Server(module, contain.REQUESTS[0]).serve()
 
 
 def role_sink(module, args):

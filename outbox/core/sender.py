@@ -440,9 +440,22 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
         return None  # audit: G19
 
 
+def _opener():
+    """The opener send_http uses: plain HTTP only, no proxy, no redirect; each handler named here, none added.
+
+    Not build_opener(), which also adds the https, ftp, file and data
+    handlers: the https one loads the system's certificates when it is made
+    (Python 3.13; 0.4 s per process under Wine), for a scheme check_url refuses.
+    """
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), _DeadlineHTTPHandler(),
+                    urllib.request.HTTPDefaultErrorHandler(), _RefuseRedirects(),
+                    urllib.request.HTTPErrorProcessor()):  # audit: G19
+        opener.add_handler(handler)
+    return opener
+
+
 # Built once at import: no handler here keeps per-request state (each call's
 # deadline comes from the timeout passed to open()), and ProxyHandler({}) reads
 # no environment, so one opener serves every call and thread alike.
-_OPENER = urllib.request.build_opener(
-    urllib.request.ProxyHandler({}), _RefuseRedirects(), _DeadlineHTTPHandler()  # audit: G19
-)
+_OPENER = _opener()
