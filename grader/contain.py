@@ -68,7 +68,7 @@ _GRADER_IS_SUBREAPER = []
 def protect_host():
     """Once per grader process: become a subreaper. Returns the protections that are off here (names)."""
     if WINDOWS:  # a Job Object bounds memory, CPU time and processes, and ends all a child started
-        return ["file-size"]
+        return ["file-size"] + (["job-limits"] if under_wine() else [])
     if not _GRADER_IS_SUBREAPER:
         _GRADER_IS_SUBREAPER.append(become_subreaper())
     return protections_off(limits=resource is not None, subreaper=_GRADER_IS_SUBREAPER[0])
@@ -183,6 +183,21 @@ def contain_arg(parent, protocol_fd, limits, requests=None):
     if requests is not None:
         given["requests"] = requests
     return json.dumps(given, separators=(",", ":"))
+
+
+def read_to_end(fd):
+    """Read `fd` until its end: the grader closed it (Windows: how a sink is asked to stop)."""
+    with contextlib.suppress(OSError):
+        while os.read(fd, 4096):
+            pass
+
+
+def under_wine():
+    """Whether this Windows is Wine, which keeps a Job Object's limits but does not enforce them (Wine 8)."""
+    try:
+        return hasattr(ctypes.WinDLL("ntdll"), "wine_get_version")
+    except (OSError, AttributeError):
+        return False
 
 
 def enter_job(given):

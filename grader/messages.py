@@ -182,6 +182,7 @@ EN = {
     "cli.protections-off": "grade.py: on this system these protections are off: {off}",
     "protection.limits": "resource limits (no `resource` module)",
     "protection.file-size": "the size limit of a file a worker writes (--file-size; Windows has no such limit)",
+    "protection.job-limits": "the memory, CPU-time and process-count limits (set in each step's Job Object, which Wine does not enforce)",
     "protection.orphans": "ending processes that left their session with setsid() or a double fork (no PR_SET_CHILD_SUBREAPER)",
     "report.output": "     {blank:<22} printed:  {printed} in all; {dropped} dropped (the grader keeps the first and last {kept} of each stream)",
     "size.bytes": "{count} bytes",

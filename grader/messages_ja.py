@@ -175,6 +175,7 @@ JA = {
     "cli.protections-off": "grade.py: このシステムでは次の保護が働きません: {off}",
     "protection.limits": "資源の上限（`resource` モジュールがありません）",
     "protection.file-size": "ワーカーが書くファイルの大きさの上限（--file-size。Windowsにはこの上限がありません）",
+    "protection.job-limits": "メモリ、CPU時間、プロセス数の上限（ワーカーの各プロセスのジョブオブジェクトに設定しますが、Wineはこれを強制しません）",
     "protection.orphans": "setsid()や二重forkでセッションを離れたプロセスの終了（PR_SET_CHILD_SUBREAPERがありません）",
     "report.output": "     {blank:<22} 出力: 計{printed}、うち{dropped}を破棄（各ストリームの先頭と末尾の{kept}だけを残しています）",
     "size.bytes": "{count}バイト",

@@ -974,6 +974,17 @@ class TrickleSink:
         self.listener.close()
 
 
+def unlink(path):
+    """Remove one file; on Windows one the worker made read-only too (there that refuses the removal)."""
+    try:
+        os.unlink(path)
+    except PermissionError:
+        if not contain.WINDOWS:
+            raise
+        os.chmod(path, 0o600)
+        os.unlink(path)
+
+
 def remove_tree(top):
     """Remove folder `top` and all in it, however deep the worker nested it (a loop, not recursion: a
     1,500-level tree is no RecursionError) and whatever modes it left; never raises. What cannot go
@@ -992,7 +1003,7 @@ def remove_tree(top):
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
                 else:
-                    os.unlink(entry.path)
+                    unlink(entry.path)
             except OSError:
                 pass
     for folder in reversed(folders):

