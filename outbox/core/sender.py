@@ -2,9 +2,8 @@
 
 The only module that opens an HTTP connection. It talks to loopback only,
 never follows a redirect or a proxy, and returns True only on a verified ACK.
-`send_http` is one request on its own connection (the worker contract);
-`HeldConnection` is the same request over one connection kept between sends
-(the kit's relay).
+`send_http` is one request on its own connection (the worker contract); `HeldConnection`
+is the same request over one connection kept between sends (the kit's relay).
 Its loopback rule (`loopback_host`) is the kit's one: the sink's --host uses it too.
 """
 import http.client
@@ -440,22 +439,10 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
         return None  # audit: G19
 
 
-def _opener():
-    """The opener send_http uses: plain HTTP only, no proxy, no redirect; each handler named here, none added.
-
-    Not build_opener(), which also adds the https, ftp, file and data
-    handlers: the https one loads the system's certificates when it is made
-    (Python 3.13; 0.4 s per process under Wine), for a scheme check_url refuses.
-    """
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), _DeadlineHTTPHandler(),
-                    urllib.request.HTTPDefaultErrorHandler(), _RefuseRedirects(),
-                    urllib.request.HTTPErrorProcessor()):  # audit: G19
-        opener.add_handler(handler)
-    return opener
-
-
-# Built once at import: no handler here keeps per-request state (each call's
-# deadline comes from the timeout passed to open()), and ProxyHandler({}) reads
-# no environment, so one opener serves every call and thread alike.
-_OPENER = _opener()
+# Built once at import from named handlers (build_opener's https one loads the system's certificates: 0.4 s
+# a process under Wine): none keeps per-request state (each call's deadline comes from the timeout passed to
+# open()), and ProxyHandler({}) reads no environment, so one opener serves every call and thread alike.
+_OPENER = urllib.request.OpenerDirector()  # audit: G19
+for _handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), _DeadlineHTTPHandler(),
+                 urllib.request.HTTPDefaultErrorHandler(), _RefuseRedirects(), urllib.request.HTTPErrorProcessor()):
+    _OPENER.add_handler(_handler)
