@@ -1,6 +1,6 @@
-"""Run the suite and the grader under every CPython found here: `make test-all`.
+"""Run the suite and the grader under every CPython found here, and PyPy 3 if it is: `make test-all`.
 
-Finds interpreters named python3.X (or python2.X) on PATH and every
+Finds interpreters named python3.X (or python2.X) or pypy3 on PATH and every
 $(pyenv root)/versions/*/bin/python, one per real file. An interpreter at or
 above the floor (3.8) must pass `tests/run.py` and `grade.py`; one below it
 must refuse all four entry points (run.py, grade.py, python -m outbox,
@@ -60,8 +60,9 @@ def find_interpreters():
     for directory in os.environ.get("PATH", "").split(os.pathsep):
         if not directory or os.path.realpath(directory) == shims:
             continue  # a shim runs whichever version pyenv selects, not the one its name says
-        for path in sorted(glob.glob(os.path.join(directory, "python[23].*"))):
-            if re.match(r"python[23]\.\d+$", os.path.basename(path)) and os.access(path, os.X_OK):
+        names = glob.glob(os.path.join(directory, "python[23].*")) + glob.glob(os.path.join(directory, "pypy3"))
+        for path in sorted(names):
+            if re.match(r"python[23]\.\d+$|pypy3$", os.path.basename(path)) and os.access(path, os.X_OK):
                 candidates.append(path)
     candidates.extend(sorted(glob.glob(os.path.join(pyenv_root(), "versions", "*", "bin", "python"))))
     seen = set()
@@ -202,8 +203,8 @@ def check(python, info):
     if info is None:
         return None, "%s: does not run; skipped" % python, ""
     implementation, version, version_text, sqlite_version = info
-    if implementation != "CPython":
-        return None, "%s: %s %s is not CPython; skipped" % (python, implementation, version_text), ""
+    if implementation not in ("CPython", "PyPy"):
+        return None, "%s: %s %s is neither CPython nor PyPy; skipped" % (python, implementation, version_text), ""
     cwd = tempfile.mkdtemp(prefix="outbox-kit-matrix-")
     try:
         checker = check_supported if version >= FLOOR else check_refused
