@@ -15,7 +15,7 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(bytes(kept.head), b"0123456789")
         self.assertEqual(kept.text(), "0123456789\n[... %d bytes dropped ...]\nTHE-END!!!" % (kept.total - 20))
         self.assertEqual(kept.dropped, kept.total - 20)
-        self.assertLessEqual(len(kept.head) + len(kept.tail), 30)  # flat: never more than head + twice the tail
+        self.assertLessEqual(len(kept.head) + kept.tail_bytes, 30)  # flat: never more than head + twice the tail
         self.assertEqual(kept.last_line(), "THE-END!!!")
 
     def test_a_short_stream_is_kept_whole(self):

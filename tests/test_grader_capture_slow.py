@@ -65,4 +65,4 @@ class FollowTest(unittest.TestCase):
             timed_out, out, _ = self.follow(threads, code, timeout=60.0)
             self.assertFalse(timed_out)
             self.assertEqual(out.total, 800 * 65536)
-            self.assertLessEqual(len(out.head) + len(out.tail), 2 * capture.KEEP)
+            self.assertLessEqual(len(out.head) + out.tail_bytes, 2 * capture.KEEP)
