@@ -78,16 +78,15 @@ class Processes:
     def _start_in_job(self, args, env, cwd, limits, on_line):
         """Windows: the child in a Job Object of its own (windows.py), with no supervisor above it."""
         def command(handles):
-            return [sys.executable, ENTRY, "--role", "--contain",
+            # -s -S: no user site, no site: no .pth file or usercustomize, which a worker could have left, runs
+            # before the process is in its job (the kit's side needs neither)
+            return [sys.executable, "-s", "-S", ENTRY, "--role", "--contain",
                     contain.contain_arg(os.getpid(), handles[1], limits, requests=handles[0])] + list(args)
-
-        def record(proc):
-            self._live.add(proc)
 
         with self._lock:
             if self.stopping:
                 raise Fail(msg("grader.keeps-running"), msg("grader.interrupted"))
-            proc, job, requests, replies = windows.start(command, env, cwd, limits, record)
+            proc, job, requests, replies = windows.start(command, env, cwd, limits, self._live)
             self._jobs[proc] = job
         return windows.JobChild(proc, job, requests, replies, on_line, self.forget)
 
@@ -124,12 +123,15 @@ class Processes:
     def kill_all(self):
         with self._lock:
             self.stopping = True
-            live, jobs = list(self._live), list(self._jobs.values())
-        for job in jobs:
+            live, jobs = list(self._live), dict(self._jobs)
+        for job in jobs.values():
             job.terminate()  # Windows: every process in the child's job
         for proc in live:
             if not contain.WINDOWS:
                 contain.kill(proc.pid, group=True)  # its whole session: the supervisor, the worker, what they started
+            elif proc not in jobs:
+                with contextlib.suppress(OSError):
+                    proc.kill()  # Windows: one of popen's, in no job of the grader's
         for proc in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
@@ -228,9 +230,9 @@ class Run:
             return msg("limit.protocol", what=self.what, line_kib=LINE_MAX // 1024, mib=LINES_BUDGET // (1024 * 1024))
         if limit:
             return msg("limit.memory", what=self.what, mib=self.limits.memory_mib)
-        if self.status == -getattr(signal, "SIGXFSZ", 0):  # not on Windows: no limit of the largest file there
+        if self.status == FILE_SIZE_STATUS:
             return msg("limit.file-size", what=self.what, mib=self.limits.file_mib)
-        if self.status == -getattr(signal, "SIGXCPU", 0):
+        if self.status == CPU_STATUS:
             return msg("limit.cpu", what=self.what, seconds=self.limits.cpu_seconds)
         return None
 
@@ -263,6 +265,12 @@ class Run:
         if tail:
             return msg("run.exit-said", what=self.what, status=self.status, said=tail[0][:200])
         return msg("run.exit", what=self.what, status=self.status)
+
+
+# The status of a step ended at a limit: past the largest file (not on Windows: no such limit there), past
+# its CPU time (on Windows the exit code a job's time limit gives, ERROR_NOT_ENOUGH_QUOTA; Wine enforces none).
+FILE_SIZE_STATUS = -signal.SIGXFSZ if hasattr(signal, "SIGXFSZ") else None
+CPU_STATUS = -signal.SIGXCPU if hasattr(signal, "SIGXCPU") else windows.CPU_TIME_EXIT
 
 
 def signal_name(number):

@@ -33,6 +33,8 @@ JOB_OBJECT_LIMIT_DIE_ON_UNHANDLED_EXCEPTION = 0x00000400
 JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x00002000
 JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9
 ENDED_BY_GRADER = 1  # the exit code of a process the grader ended (TerminateJobObject)
+KILLED = -9  # the status a step the grader ended has, as on POSIX (-SIGKILL): never one the worker chose
+CPU_TIME_EXIT = 1816  # ERROR_NOT_ENOUGH_QUOTA: the exit code of a process past its job's CPU time
 TICKS_PER_SECOND = 10 ** 7  # a job's times are in units of 100 ns
 
 
@@ -49,7 +51,12 @@ class ExtendedLimits(ctypes.Structure):
                 ("PeakProcessMemoryUsed", ctypes.c_size_t), ("PeakJobMemoryUsed", ctypes.c_size_t)]
 
 
+_KERNEL32 = []
+
+
 def _kernel32():
+    if _KERNEL32:
+        return _KERNEL32[0]
     kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
     handle, boolean = ctypes.c_void_p, ctypes.c_int
     for name, result, args in (("CreateJobObjectW", handle, [ctypes.c_void_p, ctypes.c_wchar_p]),
@@ -59,6 +66,7 @@ def _kernel32():
                                ("CloseHandle", boolean, [handle])):
         function = getattr(kernel32, name)
         function.restype, function.argtypes = result, args
+    _KERNEL32.append(kernel32)
     return kernel32
 
 
@@ -67,6 +75,7 @@ class Job:
 
     def __init__(self, limits):
         self._k = _kernel32()
+        self._lock = threading.Lock()  # terminate() and close() come from several threads: never a closed handle
         self.handle = self._k.CreateJobObjectW(None, None)
         if not self.handle:
             raise ctypes.WinError(ctypes.get_last_error())
@@ -89,21 +98,23 @@ class Job:
             raise ctypes.WinError(ctypes.get_last_error())
 
     def terminate(self):
-        if self.handle:
-            self._k.TerminateJobObject(self.handle, ENDED_BY_GRADER)
+        with self._lock:
+            if self.handle:
+                self._k.TerminateJobObject(self.handle, ENDED_BY_GRADER)
 
     def close(self):
-        handle, self.handle = self.handle, None
-        if handle:
-            self._k.CloseHandle(handle)
+        with self._lock:
+            handle, self.handle = self.handle, None
+            if handle:
+                self._k.CloseHandle(handle)
 
 
-def start(cmd, env, cwd, limits, registry):
-    """Start `cmd` in a job of its own; (proc, job, requests fd, replies fd) once it may go on.
+def start(cmd, env, cwd, limits, live):
+    """Start `cmd(handles)` in a job of its own; (proc, job, requests fd, replies fd) once it may go on.
 
-    `cmd` ends with nothing yet about its pipes: the --contain SPEC is made
-    here (contain_arg(handles)), as only here are the handles known.
-    `registry(proc)` records it, under the caller's lock.
+    `cmd` is a function of the two handles the child inherits (its --contain
+    SPEC names them). `live`, the caller's set of children, has the process
+    from its first instant, under the caller's lock; not if it failed to start.
     """
     import msvcrt
     down_r, down_w = os.pipe()  # requests: grader -> step
@@ -119,11 +130,12 @@ def start(cmd, env, cwd, limits, registry):
         proc = subprocess.Popen(cmd(theirs), env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, close_fds=True, startupinfo=info,
                                 creationflags=subprocess.CREATE_NEW_PROCESS_GROUP)
-        registry(proc)
+        live.add(proc)
         job.assign(proc._handle)  # before it reads its first line: nothing of the worker has run yet
         os.write(down_w, b"go\n")
     except BaseException:
         if proc is not None:
+            live.discard(proc)
             with contextlib.suppress(OSError):
                 proc.kill()
             proc.wait()
@@ -138,6 +150,9 @@ def start(cmd, env, cwd, limits, registry):
         os.close(down_r)
         os.close(up_w)
     return proc, job, down_w, up_r
+
+
+ABANDONED = []  # (process, readers) whose streams a reader still reads after its job ended: never closed
 
 
 class JobChild:
@@ -158,6 +173,7 @@ class JobChild:
         self._readers = []
         self._on_line = on_line
         self.begun, self.heard = time.monotonic(), None
+        self.killed = False
 
     def _heard(self, line):
         if self.heard is None:
@@ -181,6 +197,8 @@ class JobChild:
         return self.status is not None
 
     def kill(self):
+        if self.proc.poll() is None:
+            self.killed = True  # ended by the grader: KILLED, whatever exit code that gave
         self.job.terminate()
 
     def term(self):
@@ -214,8 +232,10 @@ class JobChild:
             for stream in (self.proc.stdout, self.proc.stderr):
                 stream.close()
             os.close(self.replies)
+        else:  # kept from their finalizers too, which would close them in whichever thread dropped them last
+            ABANDONED.append((self.proc, self._readers))
         self.job.close()
-        return self.proc.returncode
+        return KILLED if self.killed and self.proc.returncode == ENDED_BY_GRADER else self.proc.returncode
 
     def output(self):
         return {"printed": self.out.total + self.err.total, "dropped": self.out.dropped + self.err.dropped}

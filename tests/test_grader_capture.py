@@ -76,4 +76,3 @@ class LinesBoundTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-

@@ -89,6 +89,19 @@ class JobTest(unittest.TestCase):
         wait_until(lambda: not alive(pid), 30, "the worker's process ended with the grader's job handles")
 
 
+class StatusTest(unittest.TestCase):
+    """What a status means is the same on every system; on Windows, where no SIGXFSZ exists, too."""
+
+    def test_an_exit_of_0_or_1_is_no_limit_and_a_step_the_grader_ended_is_killed_everywhere(self):
+        from grader import contain, parent, windows
+        limits = contain.Limits(64, 1, 3)
+        for status in (0, 1, 2):
+            self.assertIsNone(parent.Run("a step", status, [], "", limits=limits).limit(), status)
+        self.assertEqual(windows.KILLED, -9)
+        self.assertNotEqual(parent.Run("a step", windows.KILLED, [], "", limits=limits).summary(),
+                            parent.Run("a step", 1, [], "", limits=limits).summary())
+
+
 class ReasonTest(unittest.TestCase):
     def test_off_windows_each_case_says_why_it_is_skipped(self):
         suite = unittest.defaultTestLoader.loadTestsFromTestCase(JobTest)

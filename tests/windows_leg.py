@@ -41,9 +41,9 @@ class LegFailed(Exception):
     pass
 
 
-def run(cmd, timeout=STEP_TIMEOUT, **options):
+def run(cmd, timeout=STEP_TIMEOUT, stderr=subprocess.STDOUT, **options):
     try:
-        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, timeout=timeout,
                               universal_newlines=True, errors="replace", **options)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LegFailed("%s: %s" % (" ".join(cmd[:3]), exc))
@@ -55,7 +55,7 @@ def ensure_wine():
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
         raise LegFailed("no wine here, and no root apt-get to install it: apt-get install wine64")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "wine64"]):
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "wine", "wine64"]):
         done = run(cmd, env=env)
         if done.returncode != 0:
             raise LegFailed("%s failed (can the package registry be reached?): %s"
@@ -95,10 +95,10 @@ def ensure_python():
     return exe
 
 
-def wine(exe, *args):
+def wine(exe, *args, stderr=subprocess.STDOUT):
     """`python.exe args` under Wine, from the kit's folder; its standard streams pipes (Wine needs them so)."""
     env = dict(os.environ, WINEDEBUG="-all")
-    return run(["wine", exe] + list(args), cwd=ROOT, env=env)
+    return run(["wine", exe] + list(args), cwd=ROOT, env=env, stderr=stderr)
 
 
 def verdicts(text):
@@ -110,6 +110,8 @@ def leg():
     ensure_wine()
     exe = ensure_python()
     said = wine(exe, "-c", "import sys; print(sys.platform, sys.version.split()[0])")
+    if said.returncode != 0 or "win32" not in said.stdout:
+        raise LegFailed("the Windows python does not run under Wine:\n" + said.stdout[-2000:])
     version = run(["wine", "--version"]).stdout.strip().splitlines()
     print("windows: %s under %s" % (" ".join(said.stdout.split()[-2:]), version[-1] if version else "wine"))
     graded = wine(exe, "grade.py")
@@ -118,13 +120,15 @@ def leg():
     if graded.returncode != 0:
         raise LegFailed("grade.py failed under Wine:\n" + graded.stdout[-4000:])
     stub = os.path.join("examples", "worker_stub.py")
-    on_wine = wine(exe, "grade.py", "--impl", stub, "--json")
-    on_linux = run([sys.executable, "grade.py", "--impl", stub, "--json"], cwd=ROOT)
+    on_wine = wine(exe, "grade.py", "--impl", stub, "--json", stderr=subprocess.DEVNULL)  # the report alone
+    on_linux = run([sys.executable, "grade.py", "--impl", stub, "--json"], cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
-        differ = sorted(name for name, verdict in verdicts(on_linux.stdout).items()
-                        if verdicts(on_wine.stdout).get(name) != verdict)
+        linux, windows = verdicts(on_linux.stdout), verdicts(on_wine.stdout)
     except (ValueError, KeyError) as exc:
         raise LegFailed("the stub's report did not read (%s):\n%s" % (exc, on_wine.stdout[-4000:]))
+    if not linux or sorted(linux) != sorted(windows):
+        raise LegFailed("the stub's checks differ: %s on Linux, %s under Wine" % (sorted(linux), sorted(windows)))
+    differ = sorted(name for name, verdict in linux.items() if windows[name] != verdict)
     print("windows: the stub's verdicts: %s" % ("as on Linux" if not differ else "differ in " + ", ".join(differ)))
     if differ:
         raise LegFailed("the stub's verdicts differ under Wine: " + ", ".join(differ))
