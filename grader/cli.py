@@ -256,6 +256,13 @@ def language(argv):
     return choose_lang()
 
 
+def readable_anywhere(stream):
+    """Write what `stream`'s encoding lacks as escapes, not a UnicodeEncodeError: Japanese into a cp1252 pipe
+    (Windows, whose pipes and files take the ANSI code page) would end the run before its report."""
+    if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+        stream.reconfigure(errors="backslashreplace")
+
+
 def relative(path):
     """`path` from the current folder, or whole where there is no way from it (another drive, on Windows)."""
     try:
@@ -266,6 +273,7 @@ def relative(path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    readable_anywhere(sys.stdout)
     lang = language(argv)
     args = parse_args(argv, lang)
     try:

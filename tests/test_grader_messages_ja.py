@@ -270,6 +270,15 @@ class JapaneseReportTest(unittest.TestCase):
             self.assertEqual(starts(line), header, "\n".join(table))
 
 
+class NarrowOutputTest(unittest.TestCase):
+    def test_an_output_that_cannot_hold_japanese_gets_escapes_and_the_whole_report(self):
+        # As on Windows, where a pipe or a file takes the ANSI code page (cp1252): there this ended the run.
+        status, out, err = grade("--lang", "ja", "-k", "durability", PYTHONIOENCODING="ascii")
+        self.assertEqual(status, 0, err[-2000:])
+        self.assertIn("\\u63a1\\u70b9\\u7d50\\u679c", out)  # 採点結果, the report's last line, as escapes
+        self.assertNotIn("UnicodeEncodeError", out + err)
+
+
 class LanguageChoiceTest(unittest.TestCase):
     def test_lang_ja_in_the_environment_chooses_japanese(self):
         status, out, err = grade("--impl", STUB, "-k", "mark-sent", LANG="ja_JP.UTF-8")
