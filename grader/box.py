@@ -18,6 +18,9 @@ from . import landlock, namespaces, seccomp, text
 
 ENV = "OUTBOX_KIT_BOX"  # the plan, as JSON, in the environment of the grader's children
 UNAVAILABLE = "OUTBOX_KIT_BOX_UNAVAILABLE"  # layers to treat as missing here (comma-separated): the fallbacks' tests
+# "1": run as on a POSIX system without Linux's own calls (macOS, by construction): no layer of the box, no
+# subreaper, no /proc, no waitid (contain.py). The tests' way to run what macOS runs.
+NO_LINUX = "OUTBOX_KIT_NO_LINUX"
 LAYERS = ("landlock", "seccomp", "namespaces", "uid")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KIT_FILES = (os.path.join("outbox", "__init__.py"), os.path.join("sink", "__init__.py"))
@@ -127,7 +130,7 @@ def probe():
     missing = unavailable()
     for layer in LAYERS:
         if layer in missing:
-            offers["off"][layer] = "made unavailable by %s" % UNAVAILABLE
+            offers["off"][layer] = made_unavailable()
             continue
         if layer == "landlock":
             version, reason = landlock.abi()
@@ -190,7 +193,14 @@ def shown(isolation):
             if isinstance(off, dict) else {}}
 
 
+def made_unavailable():
+    """The reason a layer in unavailable() is off: the variable that made it so."""
+    return "made unavailable by %s" % (NO_LINUX if os.environ.get(NO_LINUX) == "1" else UNAVAILABLE)
+
+
 def unavailable():
+    if os.environ.get(NO_LINUX) == "1":
+        return set(LAYERS)
     return {name.strip() for name in os.environ.get(UNAVAILABLE, "").split(",") if name.strip()}
 
 

@@ -36,7 +36,9 @@ POLL = 0.005  # seconds between two looks of a supervisor at its worker
 END_WITHIN = 5.0  # seconds to end what a step left behind, however much it forks
 FD_SIZE = array.array("i").itemsize
 WINDOWS = os.name == "nt"  # no fork, no process groups: each child is in a Job Object instead (windows.py)
-CAN_PEEK = hasattr(os, "waitid")  # see an exit without reaping (not on macOS: there the pid is reaped at once)
+NO_LINUX = os.environ.get("OUTBOX_KIT_NO_LINUX") == "1"  # as on macOS: no Linux-only call below (box.NO_LINUX)
+# see an exit without reaping (not on macOS: there the pid is reaped at once)
+CAN_PEEK = hasattr(os, "waitid") and not NO_LINUX
 
 Limits = collections.namedtuple("Limits", "memory_mib file_mib cpu_seconds")
 
@@ -53,7 +55,7 @@ def cpu_seconds(timeout):
 
 def become_subreaper():
     """Make this process the reaper of its orphaned descendants; True if the system allows it (Linux 3.4+)."""
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or NO_LINUX:
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)  # this process's own symbols, libc's prctl among them
@@ -87,6 +89,8 @@ def protections_off(limits, subreaper):
 def children(pid=None):
     """PIDs of the live or unreaped children of `pid` (this process): /proc, or [] where there is none."""
     pid = os.getpid() if pid is None else pid
+    if NO_LINUX:
+        return []  # as where there is no /proc
     found = set()
     tasks = "/proc/%d/task" % pid
     try:

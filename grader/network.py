@@ -157,7 +157,7 @@ def for_box(plan, processes):
     if "namespaces" not in plan["layers"]:
         return Network("--isolation off")
     if "namespaces" in box.unavailable():
-        return Network("made unavailable by %s" % box.UNAVAILABLE)
+        return Network(box.made_unavailable())
     offered, reason = box.namespaces_offered()
     refused = box.known_refusal()
     if not offered or refused:

@@ -178,3 +178,19 @@ class OneCheckAtATimeTest(TempDirTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WithoutLinuxTest(unittest.TestCase):
+    """macOS by construction: the grader with every Linux-only call off (OUTBOX_KIT_NO_LINUX=1), as there."""
+
+    def test_the_kit_passes_and_the_run_says_what_is_off(self):
+        from tests.support import python_env
+        status, out, err = grade("--json", env=python_env(OUTBOX_KIT_NO_LINUX="1"))
+        report = json.loads(out)
+        self.assertEqual((status, report["passed"], report["failed"]), (0, 24, 0), err[-2000:])
+        # No subreaper: a process that left its session may outlive its step, and the run says so.
+        self.assertEqual(report["protections_off"], ["orphans"])
+        self.assertIn(messages.text("en", "protection.orphans"), err)
+        off = report["isolation"]["off"]
+        self.assertEqual(sorted(off), ["landlock", "namespaces", "network", "seccomp", "uid"])
+        self.assertEqual(set(off.values()), {"made unavailable by OUTBOX_KIT_NO_LINUX"})
