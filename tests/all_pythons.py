@@ -8,6 +8,11 @@ python -m sink) with exit 2 and one line on stderr naming the minimum. Prints
 one line per interpreter as it finishes and exits 1 if any failed. Runs from
 any current directory; the suite and the grader are started from a temporary
 one to prove that they do too.
+
+CI passes --need-pypy (Debian's pypy3 is installed where none is found: the
+PyPy leg runs or fails, never passes unrun) and --share (the CPythons between
+the oldest and the newest each run a share of the suite, to stay under 30
+minutes on 2 cores; see shares()).
 """
 import argparse
 import concurrent.futures
@@ -138,11 +143,19 @@ def counts(text):
     return None
 
 
-def check_supported(python, cwd):
-    """(ok, summary, detail): the suite and the grader both exit 0 with nothing failed."""
+def suite_modules():
+    """Every test module, in tests/run.py's order (*_slow first, then largest file first)."""
+    paths = glob.glob(os.path.join(HERE, "test_*.py"))
+    paths.sort(key=lambda path: (not path[:-3].endswith("_slow"), -os.path.getsize(path), path))
+    return ["tests." + os.path.basename(path)[:-3] for path in paths]
+
+
+def check_supported(python, cwd, modules=()):
+    """(ok, summary, detail): the suite (or `modules` of it) and the grader both exit 0 with nothing failed."""
     parts, problems = [], []
-    for label, script in (("tests", os.path.join(HERE, "run.py")), ("grade", os.path.join(ROOT, "grade.py"))):
-        status, out, err = run([python, script], cwd)
+    for label, cmd in (("tests", [python, os.path.join(HERE, "run.py")] + list(modules)),
+                       ("grade", [python, os.path.join(ROOT, "grade.py")])):
+        status, out, err = run(cmd, cwd)
         found = counts(out) or counts(err)
         parts.append("%s %s" % (label, "%d passed, %d failed" % found if found else "no count"))
         if status != 0 or not found or found[1] or not found[0]:
@@ -198,7 +211,8 @@ def check_refused(python, cwd):
     return not problems, summary, "\n".join(problems)
 
 
-def check(python, info):
+def check(python, info, share=None):
+    """(ok, line, detail) of one interpreter; `share` (i, n): its suite is every n-th module from the i-th."""
     started = time.monotonic()
     if info is None:
         return None, "%s: does not run; skipped" % python, ""
@@ -207,8 +221,15 @@ def check(python, info):
         return None, "%s: %s %s is neither CPython nor PyPy; skipped" % (python, implementation, version_text), ""
     cwd = tempfile.mkdtemp(prefix="outbox-kit-matrix-")
     try:
-        checker = check_supported if version >= FLOOR else check_refused
-        ok, summary, detail = checker(python, cwd)
+        if version < FLOOR:
+            ok, summary, detail = check_refused(python, cwd)
+        elif share is None:
+            ok, summary, detail = check_supported(python, cwd)
+        else:
+            modules = suite_modules()[share[0]::share[1]]
+            ok, summary, detail = check_supported(python, cwd, modules)
+            summary = summary.replace("tests ", "tests (share %d of %d: %d modules) " % (
+                share[0] + 1, share[1], len(modules)), 1)
     finally:
         shutil.rmtree(cwd, ignore_errors=True)
     line = "%-4s Python %-8s SQLite %-7s %s (%.0fs) %s" % (
@@ -239,6 +260,40 @@ def one_per_version(pythons, infos, done):
     return kept
 
 
+def shares(pythons, infos):
+    """{python: (i, n)} for the CPythons between the oldest and the newest checked here (--share).
+
+    Those in between each run every n-th module of the suite, so that each
+    module runs on one of them; the oldest and the newest CPython, and PyPy,
+    run the whole suite. A version's own behaviour sits between its
+    neighbours' (3.9 between 3.8 and 3.11, 3.12 before 3.13's removals), and
+    CI must stay under 30 minutes on 2 cores: seven whole suites do not.
+    """
+    cpythons = sorted((infos[p][1], p) for p in pythons
+                      if infos[p] is not None and infos[p][0] == "CPython" and infos[p][1] >= FLOOR)
+    between = [python for _, python in cpythons[1:-1]]
+    return {python: (at, len(between)) for at, python in enumerate(between)}
+
+
+def ensure_pypy():
+    """Install Debian's pypy3 where no pypy3 is on PATH (--need-pypy): CI's PyPy leg must run, never pass unrun."""
+    if shutil.which("pypy3"):
+        return None
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return "no pypy3 here, and no root apt-get to install it: apt-get install pypy3"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "pypy3"]):
+        try:
+            done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  universal_newlines=True, errors="replace", timeout=RUN_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return "%s: %s" % (" ".join(cmd), exc)
+        if done.returncode != 0:
+            return "%s failed (can the package registry be reached?): %s" % (
+                " ".join(cmd), done.stdout.strip().splitlines()[-1:])
+    return None if shutil.which("pypy3") else "pypy3 is installed, and there is still no pypy3 on PATH"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1, choices=(1, 2),
@@ -249,8 +304,18 @@ def main(argv=None):
                         "already ran; repeatable")
     parser.add_argument("--every-build", action="store_true",
                         help="check every build found, not one per version (Debian's python3.11 beside pyenv's 3.11)")
+    parser.add_argument("--share", action="store_true",
+                        help="the CPythons between the oldest and the newest each run a share of the suite's "
+                        "modules (each module on one of them) and grade.py in full (CI: 30 minutes)")
+    parser.add_argument("--need-pypy", action="store_true",
+                        help="install Debian's pypy3 with apt-get if none is on PATH; fail if that cannot be done")
     parser.add_argument("pythons", nargs="*", help="interpreters to check instead of every one found")
     args = parser.parse_args(argv)
+    if args.need_pypy:
+        problem = ensure_pypy()
+        if problem:
+            print("all_pythons: --need-pypy: %s" % problem, file=sys.stderr)
+            return 1
     pythons = args.pythons or find_interpreters()
     skipped = {}
     for name in args.skip:
@@ -273,9 +338,11 @@ def main(argv=None):
     started = time.monotonic()
     # Oldest first, so the report reads as a ladder; those that do not run go last.
     pythons.sort(key=lambda python: (infos[python] is None, infos[python][1] if infos[python] else ()))
+    shared = shares(pythons, infos) if args.share else {}
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for ok, line, detail in pool.map(check, pythons, [infos[python] for python in pythons]):
+        for ok, line, detail in pool.map(check, pythons, [infos[python] for python in pythons],
+                                         [shared.get(python) for python in pythons]):
             print(line, flush=True)
             if ok is False and detail:
                 print("    " + detail.replace("\n", "\n    "), flush=True)

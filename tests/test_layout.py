@@ -39,8 +39,8 @@ HTTP_CLIENT_IMPORTS = ("urllib.request", "http.client")
 # gauges read alike).
 SINK_MAY_IMPORT_FROM_OUTBOX = ("outbox.core.event", "outbox.core.errors", "outbox.core.db", "outbox.core.readonly",
                                "outbox.export.timestamps", "outbox.export.prometheus")
-# ... and its command line, the parser and argument types both command lines share.
-SINK_CLI_MAY_ALSO_IMPORT = ("outbox.cli.args",)
+# ... and its command line, the parser and argument types both command lines share, and their stop signals.
+SINK_CLI_MAY_ALSO_IMPORT = ("outbox.cli.args", "outbox.cli.stopping")
 # The edges where errors become output and an exit status.
 CLI_MODULE_PATTERNS = ("*/cli.py", "*/cli/*.py", "*/__main__.py")
 GRADER_MODULES = ("grade", "grader")
@@ -131,6 +131,7 @@ TESTED_ELSEWHERE = {
 }
 # Test modules about several modules at once, named for what they cover.
 ABOUT_SEVERAL = {
+    "test_all_pythons": "tests/all_pythons.py, the interpreter matrix of `make test-all` and CI",
     "test_alerts": "docs/alerts.yml against the metrics the relay, `status` and the sink export",
     "test_audit": "docs/audit.md: every guarantee the reader docs state, against the code, the tests and the checks",
     "test_bench_slow": "bench/, the machinery of `make bench`",
