@@ -34,6 +34,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READER_DOCS = ("README.md", "docs/participants.md", "docs/hosts.md", "docs/api.md", "docs/operating.md",
                "docs/reliability.md")
 DEADLINE = 10.0  # seconds any single wait in a test may take
+# PyPy's fresh processes take about twice CPython's CPU before its JIT warms up (grade.py: 2.9 s against 1.8 s):
+# a bound on many of them at once, on a loaded machine, is that much longer there.
+SLOWER = 2 if hasattr(sys, "pypy_version_info") else 1
 PYTHON = sys.executable
 
 
@@ -694,6 +697,11 @@ def stop(proc):
 
 def children_running(marker):
     """PIDs of live processes whose command line mentions `marker` (Linux /proc; callers skip without it)."""
+    return [pid for pid, cmdline in grader_children() if marker in cmdline]
+
+
+def grader_children():
+    """(pid, command line) of every live child process of a grader (`grade.py ... --role`), read once from /proc."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -705,8 +713,8 @@ def children_running(marker):
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker in cmdline and "grade.py" in cmdline and "--role" in cmdline and state != "Z":
-            found.append(int(pid))
+        if "grade.py" in cmdline and "--role" in cmdline and state != "Z":
+            found.append((int(pid), cmdline))
     return found
 
 

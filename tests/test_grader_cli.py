@@ -10,7 +10,8 @@ import time
 import unittest
 
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, children_running, python_env, stop, wait_until, write_worker
+from tests.support import (ROOT, SLOWER, TempDirTestCase, children_running, grader_children, python_env, stop,
+                           wait_until, write_worker)
 
 
 class GradeCommandLineTest(TempDirTestCase):
@@ -150,23 +151,30 @@ class GradeCommandLineTest(TempDirTestCase):
             files = {name: self.path("%s-%d" % (name, k)) for name in ("arm", "fired", "tmp")}
             os.mkdir(files["tmp"])
             driver = self.write_worker(LOCK_DRIVER % dict(files, k=k, grade=GRADE), name="driver-%d.py" % k)
-            proc = subprocess.Popen([sys.executable, driver, "--impl", worker, "--timeout", "2", "-k", "intake-atomic",
-                                     "-k", "dropped-response"], cwd=ROOT, env=python_env(TMPDIR=files["tmp"]),
+            proc = subprocess.Popen([sys.executable, driver, "--impl", worker, "--timeout", str(2 * SLOWER),
+                                     "-k", "intake-atomic", "-k", "dropped-response"], cwd=ROOT,
+                                    env=python_env(TMPDIR=files["tmp"]),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
             self.addCleanup(stop, proc)
             runs.append((k, proc, files, worker))
-        # All twelve watched at once: each grader's steps run only for its 2 s timeouts, so waiting on them one by
-        # one could find a later grader already done (under load).
+        # All twelve watched at once, in one look at /proc a round: each grader's steps run only for its 2 s
+        # timeouts (4 s on PyPy), so waiting on them one by one could find a later grader already done (under load).
         unarmed = {k: (files, worker) for k, proc, files, worker in runs}
 
         def arm_those_running():
+            running = [cmdline for _, cmdline in grader_children()]  # one look at /proc for all twelve
             for k, (files, worker) in list(unarmed.items()):
-                if children_running(worker):
+                if any(worker in cmdline for cmdline in running):
                     open(files["arm"], "w").close()
                     del unarmed[k]
             return not unarmed
-        wait_until(arm_those_running, timeout=30, what="the children of every grader")
-        fired, deadline = 0, time.monotonic() + 60
+        try:
+            wait_until(arm_those_running, timeout=30 * SLOWER, what="the children of every grader")
+        except AssertionError:
+            ended = {k: proc for k, proc, _, _ in runs if k in unarmed and proc.poll() is not None}
+            raise AssertionError("graders never seen with children running: %s; of them ended: %s" % (
+                sorted(unarmed), {k: (proc.returncode,) + proc.communicate() for k, proc in ended.items()}))
+        fired, deadline = 0, time.monotonic() + 60 * SLOWER
         for k, proc, files, worker in runs:
             with self.subTest(k=k):
                 out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))

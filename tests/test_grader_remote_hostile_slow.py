@@ -9,7 +9,7 @@ step's bound), and the reference and the stub keep theirs.
 import os
 import textwrap
 
-from tests.support import TempDirTestCase, copy_packages
+from tests.support import SLOWER, TempDirTestCase, copy_packages
 from tests.grade_mutants import grade
 from tests.test_judge_hostile import REFERENCE, STUB, class_reports
 
@@ -163,7 +163,7 @@ class ForgedProtocolClassTest(TempDirTestCase):
                 f.write(body)
         reports = self.path("reports")
         status, out, err = grade("--impl", REFERENCE, "--impl", STUB, "--impl", folder, "--report", reports,
-                                 "--timeout", "6", *[a for c in CHECKS for a in ("-k", c)])
+                                 "--timeout", str(6 * SLOWER), *[a for c in CHECKS for a in ("-k", c)])
         self.assertEqual(status, 1, err)
         self.assertNotIn("Traceback", err)
         found = class_reports(self, reports)
