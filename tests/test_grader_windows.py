@@ -89,6 +89,13 @@ class JobTest(unittest.TestCase):
         wait_until(lambda: not alive(pid), 30, "the worker's process ended with the grader's job handles")
 
 
+class DefaultJobsTest(unittest.TestCase):
+    def test_windows_runs_twice_the_cores_at_once_and_posix_eight(self):
+        from grader.cli import DEFAULT_JOBS, default_jobs
+        self.assertEqual(default_jobs(windows=False, cores=2), DEFAULT_JOBS)
+        self.assertEqual([default_jobs(windows=True, cores=n) for n in (1, 2, 3, 16)], [2, 4, 6, DEFAULT_JOBS])
+
+
 class StatusTest(unittest.TestCase):
     """What a status means is the same on every system; on Windows, where no SIGXFSZ exists, too."""
 
