@@ -5,7 +5,7 @@ chooses the exit status of a run (a crash fault in faults.py ends the process
 with CRASH_EXIT itself, on purpose). It turns the library's errors into one
 line on stderr and never shows a traceback for a bad argument or an unusable DB.
 
-Exit status: 0 done (serve: stopped by SIGTERM or Ctrl-C); 1 the DB or the
+Exit status: 0 done (serve: stopped by SIGTERM, Ctrl-C or, on Windows, Ctrl-Break); 1 the DB or the
 address is unusable; 2 bad arguments; 70 (serve) a thread of the server died,
 its traceback logged: exit at once, so a supervisor restarts the sink; 74
 (faults.CRASH_EXIT) a crash fault fired, on purpose.
@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import time
 
+from outbox.cli.stopping import STOP_SIGNALS
 from outbox.cli.args import Parser, add_durability_flag, loopback_host_arg, positive_int, run_for_a_reader, timeout_arg
 from outbox.core.errors import OutboxError
 from outbox.export.timestamps import utc
@@ -74,7 +75,8 @@ def _build_parser():
         help="receive events over HTTP",
         description=(
             "Serve %s. Prints http://HOST:PORT once listening, then one line on stderr per request, per fault "
-            "that fires and per client closed unanswered. SIGTERM or Ctrl-C closes idle connections at once, "
+            "that fires and per client closed unanswered. SIGTERM, Ctrl-C or (Windows) Ctrl-Break closes idle "
+            "connections at once, "
             "finishes the requests in hand (within --timeout + 1 s) and exits 0. A thread of the server that dies "
             "exits %d at once; a crash fault exits %d." % (server.ROUTES_TEXT, EXIT_THREAD_DIED, faults.CRASH_EXIT)
         ),
@@ -179,8 +181,8 @@ def _run(args, log):
         # Only a flag: shutdown() from here would wait on the very thread it interrupts.
         stop.append(signum)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_signal)
     srv.start()
     try:
         print(srv.url(), flush=True)

@@ -16,6 +16,7 @@ from ..export import prometheus, textfile
 from ..core import store
 from .args import add_durability_flag, limit_arg, positive_int, seconds_arg, timeout_arg, url_arg
 from .opargs import duration_arg
+from .stopping import STOP_SIGNALS
 from ..core.errors import OutboxError
 from ..core.sender import HeldConnection
 
@@ -28,7 +29,8 @@ def add_command(command):
     loop = command("relay", run_relay, "deliver continuously: dispatch batches over one held HTTP/1.1 connection "
                    "(send_http's checks on every request); ride out a sink "
                    "that does not answer (retried for ever, capped backoff with full jitter); alert when the sink "
-                   "refuses the head item; SIGTERM or Ctrl-C let the item in flight finish, then exit 0")
+                   "refuses the head item; SIGTERM, Ctrl-C or (Windows) Ctrl-Break let the item in flight "
+                   "finish, then exit 0")
     loop.add_argument("--db", required=True, help="existing source DB (see --create)")
     loop.add_argument("--create", action="store_true", help="create the source DB if it is missing, as the first "
                       "intake would, and wait for that intake: for a relay started before the service (default: a "
@@ -82,7 +84,7 @@ def run_relay(args):
     # send_http's one request with its checks; the connection is dropped at the first doubt.
     with contextlib.closing(store.init_store(args.db, durability=args.durability)) as con, \
             HeldConnection(args.url, timeout=args.timeout) as held:
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
         try:
             relay.run(
                 con, held.send, stop=lambda: bool(stops),
