@@ -14,7 +14,7 @@ import unittest
 
 from grader import box, landlock, namespaces
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, checked_by_make_test, python_env, write_worker
+from tests.support import ROOT, SLOWER, TempDirTestCase, checked_by_make_test, python_env, write_worker
 
 LINUX = sys.platform.startswith("linux")
 LANDLOCK = landlock.abi()[0] if LINUX else 0
@@ -53,7 +53,8 @@ def python_another_uid_can_run():
 
 class BoxedGradingTest(TempDirTestCase):
     def graded(self, *args, env=None):
-        status, out, err = grade("--json", *args, env=env)
+        # PyPy's steps, beside another module of the suite, once took url-rule past the default 10 s bound.
+        status, out, err = grade("--json", "--timeout", str(10 * SLOWER), *args, env=env)
         self.assertIn(status, (0, 1), err)
         return json.loads(out)
 
@@ -76,7 +77,8 @@ class BoxedGradingTest(TempDirTestCase):
         python, why = python_another_uid_can_run()
         if python is None or checked_by_make_test(python):
             self.skipTest(why or checked_by_make_test(python))
-        proc = subprocess.run([python, GRADE, "--json", "--impl", REFERENCE], cwd=self.tmp, env=python_env(),
+        proc = subprocess.run([python, GRADE, "--json", "--timeout", str(10 * SLOWER), "--impl", REFERENCE],
+                              cwd=self.tmp, env=python_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
         report = json.loads(proc.stdout)
         self.assertIsInstance(report["isolation"]["uid"], int, report["isolation"])
