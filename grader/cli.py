@@ -295,7 +295,11 @@ def main(argv=None):
         if args.quiz:
             from . import quiz  # only --quiz loads the quiz and runs its scenarios
             return quiz.main(args)
-        return grade(args)
+        status = grade(args)
+        # Out before the interpreter's exit: a SIGTERM there finds no handler, and a buffered stdout is lost
+        # with the process (PyPy flushed it after its last lock; seen in CI).
+        sys.stdout.flush()
+        return status
     except BrokenPipeError:
         raise
     except (KeyboardInterrupt, Stopped) as stop:  # one after the checks ended, while the report is written or shown
