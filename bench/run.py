@@ -15,7 +15,6 @@ import http.client
 import json
 import os
 import platform
-import resource
 import select
 import shutil
 import signal
@@ -28,11 +27,17 @@ import threading
 import time
 import urllib.request
 
+try:
+    import resource
+except ImportError:  # Windows: no CPU-seconds of the children there; the rows say n/a
+    resource = None
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if __name__ == "__main__":
     sys.path[:1] = [ROOT]  # run as a script, sys.path[0] is bench/, not the root with the packages
 
 from bench import baseline_sink  # noqa: E402
+from tests import windows_leg  # noqa: E402
 from outbox import dispatch, init_store, intake, intake_many, send_http  # noqa: E402
 from outbox.core import db, store  # noqa: E402
 from outbox.export import timestamps  # noqa: E402
@@ -657,11 +662,14 @@ def sink_ceiling_row(address, tmp, rounds):
 # ---------------------------------------------------------------- whole processes
 
 
-def wall(args, cpu=None):
-    """Seconds `python args` took; `cpu`, if a list, gets the CPU-seconds it and its descendants used."""
+def wall(args, cpu=None, env=None, python=(sys.executable,)):
+    """Seconds `python args` took; `cpu`, if a list, gets the CPU-seconds it and its descendants used.
+
+    `env`: the child's environment (default: child_env()); `python`: the command that is the interpreter.
+    """
     before = children_cpu()
     started = time.perf_counter()
-    result = subprocess.run([sys.executable] + args, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
+    result = subprocess.run(list(python) + args, cwd=ROOT, env=env or child_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, timeout=300)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
@@ -672,7 +680,12 @@ def wall(args, cpu=None):
 
 
 def children_cpu():
-    """CPU-seconds of every process this one has waited for, and of those they waited for (the zygotes' steps)."""
+    """CPU-seconds of every process this one has waited for, and of those they waited for (the zygotes' steps).
+
+    NaN where there is no resource module (Windows): a figure made of it reads nan, never a made-up 0.
+    """
+    if resource is None:
+        return float("nan")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -683,6 +696,33 @@ def grade_row(rounds):
     ours = statistics.median(measured[0])
     return row("grade: python grade.py vs python -c pass", "s", measured, goal="grade.py under 2 s", met=ours < 2.0,
                note="%.2f CPU-seconds per run (median), load average %s" % (statistics.median(cpu), load_average()))
+
+
+def spawn_row(rounds):
+    """What Windows's lack of fork costs, measured here: grade.py with each step a fresh interpreter vs forked."""
+    no_fork = dict(child_env(), OUTBOX_KIT_NO_FORK="1")
+    measured = interleave(lambda tag: wall(["grade.py"], env=no_fork), lambda tag: wall(["grade.py"]), rounds,
+                          warmup=False)
+    return row("grade: each step a fresh interpreter (OUTBOX_KIT_NO_FORK=1, as on Windows) vs forked by the zygote",
+               "s", measured, goal="none: what no fork costs", met=None,
+               note="Windows has no fork, so each step imports the worker itself (under Wine: the next row)")
+
+
+def wine_row():
+    """grade.py under Wine with the Windows CPython that make test-windows unpacked, vs grade.py here: one run each.
+
+    A run under Wine takes about 35 s, so one run of each side (after one
+    warm-up run under Wine, whose first start may make Wine's prefix).
+    """
+    figure = "grade: Windows CPython %s under Wine vs python grade.py here" % windows_leg.NEWEST
+    exe = windows_leg.cached_python(windows_leg.NEWEST)
+    if not shutil.which("wine") or exe is None:
+        return not_measured(figure, "n/a (no Wine or no Windows CPython here: make test-windows installs both)")
+    wine = ("wine", exe)
+    env = dict(child_env(), WINEDEBUG="-all")
+    measured = interleave(lambda tag: wall(["grade.py"], env=env, python=wine), lambda tag: wall(["grade.py"]), 1)
+    return row(figure, "s", measured, goal="none: what Windows (under Wine, on 2 cores) costs", met=None,
+               note="one run each: fresh interpreters started by Wine; not a Windows host")
 
 
 CLASS_SIZE = 30
@@ -890,6 +930,8 @@ def main(argv=None):
                                      "ratio >= 0.9; p99/p50 <= 1.5x baseline's"))
         step("end-to-end", lambda: e2e_rows(tmp, children["sink"], children["baseline"], args.rounds))
         step("grade", lambda: grade_row(args.rounds))
+        step("no fork", lambda: spawn_row(args.rounds))
+        step("under Wine", wine_row)
         step("class", lambda: class_row(tmp))
         step("memory", lambda: memory_row(tmp, children["sink"]))
         step("metrics flood", lambda: metrics_flood_row(tmp, args.rounds))

@@ -288,6 +288,9 @@ def relative(path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if os.name == "nt":  # `grade.py | more` left early: a BrokenPipeError there too (the kit's CLIs share it)
+        from outbox.cli.args import stdout_pipe_as_on_posix
+        stdout_pipe_as_on_posix()
     readable_anywhere(sys.stdout)
     lang = language(argv)
     args = parse_args(argv, lang)

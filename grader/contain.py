@@ -37,6 +37,8 @@ END_WITHIN = 5.0  # seconds to end what a step left behind, however much it fork
 FD_SIZE = array.array("i").itemsize
 WINDOWS = os.name == "nt"  # no fork, no process groups: each child is in a Job Object instead (windows.py)
 NO_LINUX = os.environ.get("OUTBOX_KIT_NO_LINUX") == "1"  # as on macOS: no Linux-only call below (box.NO_LINUX)
+# Each step a fresh interpreter, as on Windows, where there is no fork: make bench measures what that costs here.
+NO_FORK = WINDOWS or os.environ.get("OUTBOX_KIT_NO_FORK") == "1"
 # see an exit without reaping (not on macOS: there the pid is reaped at once)
 CAN_PEEK = hasattr(os, "waitid") and not NO_LINUX
 

@@ -513,7 +513,7 @@ class Zygote:
         with self.lock:
             if self.state is None:
                 # Windows has no fork: each step is a process of its own there, which imports the worker itself.
-                self.state = "gone" if contain.WINDOWS else self._start()
+                self.state = "gone" if contain.NO_FORK else self._start()
             return self.state
 
     def _start(self):

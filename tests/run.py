@@ -3,10 +3,12 @@
 Each test module (tests/test_*.py) runs in a worker process of its own, at
 most --jobs at a time, modules named *_slow first and then largest first,
 because the slow ones (real subprocesses and servers) are independent. A
-module still running WORKER_TIMEOUT seconds (300) after its own worker
-started is killed and counted as one failure, so a hung test ends as a
-failure, never as a hung `make test`; there is no deadline for the suite as
-a whole. Exit 0 only when nothing failed and at least one test ran.
+module still running WORKER_TIMEOUT seconds (300; 900 on Windows, where a
+process starts slower) after its own worker started is killed and counted
+as one failure, so a hung test ends as a failure, never as a hung `make
+test`; there is no deadline for the suite as a whole. Exit 0 only when
+nothing failed and at least one test ran. Each skipped case is listed by
+name with its reason (on Windows, each that needs POSIX).
 
 Works from any current directory. The interpreter's own -X and -W options
 (python -X dev -W error::ResourceWarning tests/run.py) are passed on to every
@@ -38,7 +40,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MARK = "@@counts "
-WORKER_TIMEOUT = 300  # seconds for one module, from its worker's start
+# Seconds for one module, from its worker's start. Windows has no fork, and under Wine each process start costs
+# about a second: a module that starts a hundred processes takes minutes there (test_outbox_cli_ops: 2 min alone).
+WORKER_TIMEOUT = 900 if os.name == "nt" else 300
 # Run as a script, sys.path[0] is tests/; the suite imports outbox, sink and tests.* from the root.
 sys.path[:1] = [ROOT]
 
@@ -105,7 +109,8 @@ def run_modules(names, verbosity):
     names_failed = [test.id() for test, _ in result.failures + result.errors]
     names_failed += [test.id() for test in result.unexpectedSuccesses]
     names_failed += ["unraisable exception in %s" % ", ".join(names)] if unraisable else []
-    return passed, failed, skipped, names_failed, cpu_seconds()
+    names_skipped = [[test.id(), reason] for test, reason in result.skipped]
+    return passed, failed, skipped, names_failed, cpu_seconds(), names_skipped
 
 
 def cpu_seconds():
@@ -171,11 +176,11 @@ def main(argv=None):
                 proc.stdout.close()
                 proc.wait()
             print("%s ran past %ds and was killed; counted as one failure" % (name, WORKER_TIMEOUT))
-            return 0, 1, 0, [name + " (killed)"], None
+            return 0, 1, 0, [name + " (killed)"], None, []
         lines = [line for line in out.splitlines() if line.startswith(MARK)]
         if proc.returncode != 0 or not lines:
             print("%s died (exit %s) before reporting; counted as one failure" % (name, proc.returncode))
-            return 0, 1, 0, [name + " (died)"], None
+            return 0, 1, 0, [name + " (died)"], None, []
         return json.loads(lines[-1][len(MARK):])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -190,7 +195,10 @@ def main(argv=None):
         with open(args.times, "w") as out:
             json.dump([[name, round(seconds[name], 1), cpu[name] and round(cpu[name], 1)] for name in slowest],
                       out, indent=1)
-    # The names just above the count: a log cut to its tail still says what failed.
+    # Each skipped case by name and reason (on Windows, every case that needs POSIX), then what failed:
+    # the names just above the count, so a log cut to its tail still says what failed.
+    for name, reason in sorted((n for c in counts for n in c[5]), key=lambda skip: (skip[1], skip[0])):
+        print("skipped: %s (%s)" % (name, reason))
     for name in sorted(n for c in counts for n in c[3]):
         print("failed: %s" % name)
     print("ran %d tests in %.1fs with %d workers (Python %s), %d skipped"

@@ -13,6 +13,7 @@ import queue
 import re
 import select
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -36,8 +37,16 @@ READER_DOCS = ("README.md", "docs/participants.md", "docs/hosts.md", "docs/api.m
 DEADLINE = 10.0  # seconds any single wait in a test may take
 # PyPy's fresh processes take about twice CPython's CPU before its JIT warms up (grade.py: 2.9 s against 1.8 s):
 # a bound on many of them at once, on a loaded machine, is that much longer there.
-SLOWER = 2 if hasattr(sys, "pypy_version_info") else 1
+WINDOWS = os.name == "nt"
+# Windows has no fork: each step of a grade is a fresh interpreter that imports the worker itself, and under Wine
+# a start costs about half a second of a 2-core machine (grade.py: 35 s there, 1.8 s here): three times the bound.
+SLOWER = 2 if hasattr(sys, "pypy_version_info") else 3 if WINDOWS else 1
 PYTHON = sys.executable
+
+
+def posix_only(needs):
+    """Skip a case or a class on Windows, saying what it needs there; tests/run.py lists each by name and reason."""
+    return unittest.skipIf(WINDOWS, "POSIX only: " + needs)
 
 
 def japanese(path):
@@ -174,6 +183,8 @@ def run_on_a_terminal(args, *, env, timeout, cwd=ROOT, stream="stderr"):
 
     Returns (exit status, the piped stream's bytes, the terminal's bytes).
     """
+    if WINDOWS:
+        raise unittest.SkipTest("POSIX only: a pseudo-terminal (pty)")
     import pty  # POSIX only; imported here so that the module loads everywhere
     master, slave = pty.openpty()
     try:
@@ -201,12 +212,24 @@ def run_on_a_terminal(args, *, env, timeout, cwd=ROOT, stream="stderr"):
 
 
 def python_env(**extra):
-    """Environment for a child Python that imports this checkout, with no proxy settings."""
+    """Environment for a child Python that imports this checkout, with no proxy settings.
+
+    On Windows a pipe's encoding is the ANSI code page (cp1252), in which
+    grade.py writes Japanese as escapes: the children there write UTF-8, as
+    the tests read it (a test of the escapes sets PYTHONIOENCODING itself).
+    """
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env["PYTHONPATH"] = ROOT
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if WINDOWS:
+        env["PYTHONIOENCODING"] = "utf-8"
     env.update(extra)
     return env
+
+
+def text_of(data):
+    """What a child wrote, as text: UTF-8, with Windows' \\r\\n line ends read as \\n (as universal_newlines reads them)."""
+    return data.decode("utf-8").replace("\r\n", "\n")
 
 
 def free_loopback_socket():
@@ -271,16 +294,60 @@ def snapshot(path):
         con.close()
 
 
+# Windows has no SIGTERM, and Wine 8 delivers no console control event (GenerateConsoleCtrlEvent fails there), so
+# on Windows a test asks a relay or a sink to stop through the child's stdin: a thread of the child raises the signal
+# each line names, in the child, as Windows' console does from a thread of its own on Ctrl-C or Ctrl-Break. The
+# handlers that then run are the command's own. SIGTERM, a supervisor's stop, is Ctrl-Break there (ask_to_stop).
+STOP_DOOR = """
+import runpy, signal, sys, threading
+def door():
+    for line in sys.stdin:
+        signal.raise_signal(getattr(signal, line.strip()))
+threading.Thread(target=door, daemon=True).start()
+kind, target = sys.argv[1:3]
+sys.argv = [target] + sys.argv[3:]
+if kind == "-m":
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+else:
+    exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+"""
+WINDOWS_STOP = {signal.SIGTERM: "SIGBREAK", signal.SIGINT: "SIGINT"}
+STOP_STDIN = subprocess.PIPE if WINDOWS else subprocess.DEVNULL  # the stdin of a stoppable() child
+
+
+def stoppable(args, python=(PYTHON,)):
+    """`python args` (args: ["-m", "sink", ...] or ["-c", PROGRAM, ...]) as a command ask_to_stop() can stop.
+
+    On POSIX the command as it is; on Windows behind STOP_DOOR, with its stdin STOP_STDIN (a pipe).
+    """
+    return list(python) + (["-c", STOP_DOOR] if WINDOWS else []) + list(args)
+
+
+def ask_to_stop(proc, signum):
+    """Send SIGTERM or SIGINT to a stoppable() child: a signal on POSIX, a line through its stdin door on Windows."""
+    if not WINDOWS:
+        proc.send_signal(signum)
+        return
+    line = WINDOWS_STOP[signum] + "\n"
+    proc.stdin.write(line if "b" not in getattr(proc.stdin, "mode", "") else line.encode("ascii"))
+    proc.stdin.flush()
+
+
 class Child:
     """`python -m sink ARGS` (or `python -c PROGRAM ARGS`) as a real process; stdout lines are read with a deadline.
 
     `python` is the command that starts the interpreter (with its options, or
     behind setpriv); `env` defaults to python_env(); `stdin=subprocess.PIPE`
-    lets the test write to the child (`proc.stdin`).
+    lets the test write to the child (`proc.stdin`). With the default stdin,
+    signal() asks it to stop on every system (stoppable(), ask_to_stop()).
     """
 
-    def __init__(self, args, cwd, *, program=None, python=(PYTHON,), env=None, stdin=subprocess.DEVNULL):
-        command = list(python) + (["-c", program] if program is not None else ["-m", "sink"]) + list(args)
+    def __init__(self, args, cwd, *, program=None, python=(PYTHON,), env=None, stdin=None):
+        target = ["-c", program] if program is not None else ["-m", "sink"]
+        self.door = stdin is None
+        command = stoppable(target + list(args), python) if self.door else list(python) + target + list(args)
+        if stdin is None:
+            stdin = STOP_STDIN
         self.proc = subprocess.Popen(
             command,
             cwd=cwd,
@@ -334,7 +401,10 @@ class Child:
         return "".join(self._stderr)
 
     def signal(self, signum):
-        self.proc.send_signal(signum)
+        if self.door:
+            ask_to_stop(self.proc, signum)
+        else:
+            self.proc.send_signal(signum)
 
     def close(self):
         if self.proc.poll() is None:
@@ -398,11 +468,34 @@ def trickle(port):
 
 
 def cpu_seconds(pid):
-    """utime + stime of process `pid`, from /proc/PID/stat (Linux; callers skip without it)."""
+    """utime + stime of process `pid`: /proc/PID/stat on Linux, GetProcessTimes on Windows (callers skip elsewhere)."""
+    if WINDOWS:
+        return windows_cpu_seconds(pid)
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def windows_cpu_seconds(pid):
+    """Kernel + user time of process `pid` (kernel32: OpenProcess, GetProcessTimes; FILETIMEs count 100 ns)."""
+    import ctypes
+    from ctypes import wintypes
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.OpenProcess.restype = wintypes.HANDLE
+    kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
+    kernel32.GetProcessTimes.argtypes = [wintypes.HANDLE] + [ctypes.POINTER(wintypes.FILETIME)] * 4
+    kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        raise ctypes.WinError(ctypes.get_last_error())
+    times = [wintypes.FILETIME() for _ in range(4)]  # creation, exit, kernel, user
+    try:
+        if not kernel32.GetProcessTimes(handle, *[ctypes.byref(t) for t in times]):
+            raise ctypes.WinError(ctypes.get_last_error())
+    finally:
+        kernel32.CloseHandle(handle)
+    return sum(t.dwHighDateTime << 32 | t.dwLowDateTime for t in times[2:]) / 1e7
 
 
 def outcomes(path):
@@ -546,12 +639,16 @@ def without_audit_markers(text):
     return _AUDIT_TRAILING.sub("", _AUDIT_LINE.sub("", text))
 
 
+# The suite copies with shutil.copy, never copy2 (nor copytree's default, which is copy2): on Windows copy2 calls
+# CopyFile2 from Python 3.12 on, which Wine 8 lacks (the process aborts). No test needs the copied timestamps.
+
+
 def copy_kit(dest):
     """Copy the kit's files into the new directory `dest`, then make the copy read-only for everyone."""
     for name in kit_files():
         target = os.path.join(dest, name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(os.path.join(ROOT, name), target)
+        shutil.copy(os.path.join(ROOT, name), target)
     set_tree_mode(dest, writable=False)
 
 
@@ -572,7 +669,7 @@ def copy_packages(dest, folders, *, source=None):
     modes, and a mutant patched into the copy must still be writable.
     """
     for folder in folders:
-        shutil.copytree(os.path.join(source or ROOT, folder), os.path.join(dest, folder),
+        shutil.copytree(os.path.join(source or ROOT, folder), os.path.join(dest, folder), copy_function=shutil.copy,
                         ignore=shutil.ignore_patterns("__pycache__"))
         set_tree_mode(os.path.join(dest, folder), writable=True)
 

@@ -80,7 +80,8 @@ class WholeRunTest(TempDirTestCase):
         # The slow in-process figures are stood in for; the servers, HTTP rows and end-to-end row are real.
         with mock.patch.multiple(run, intake_rows=lambda tmp, rounds: [quick], bulk_row=lambda tmp, rounds: quick,
                                  receive_rows=lambda tmp, rounds: [quick], pending_row=lambda tmp, rounds: quick,
-                                 grade_row=broken, class_row=lambda tmp: quick,
+                                 grade_row=broken, spawn_row=lambda rounds: quick, wine_row=lambda: quick,
+                                 class_row=lambda tmp: quick,
                                  metrics_flood_row=lambda tmp, rounds: quick, churn_cpu_row=lambda tmp, rounds: quick,
                                  HTTP_SLICE_S=0.02, E2E_EVENTS=4, CEILING_SLICE_S=0.02,
                                  E2E_CAP_S=0.5), \

@@ -50,7 +50,7 @@ class ReadOnlyCheckoutTest(TempDirTestCase):
     def test_mutants_are_made_from_a_read_only_checkout(self):
         checkout = self.path("checkout")
         for folder in ("outbox", "sink", "examples"):
-            shutil.copytree(os.path.join(ROOT, folder), os.path.join(checkout, folder),
+            shutil.copytree(os.path.join(ROOT, folder), os.path.join(checkout, folder), copy_function=shutil.copy,
                             ignore=shutil.ignore_patterns("__pycache__"))
         for folder, dirs, files in os.walk(checkout):
             for name in files:

