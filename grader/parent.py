@@ -357,8 +357,11 @@ class Grader:
 
     def env(self, **extra):
         _ = self.net  # made before the box goes into the environment: the box names it
-        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-        env.pop("PYTHONPATH", None)
+        # The host's PYTHON* settings stay the host's: a worker's verdicts must not depend on them (under Wine, an
+        # inherited PYTHONUNBUFFERED made an import that prints 9 MB take 7.5 s a step, not 1.3 s, and fail every
+        # check). PYTHONHOME alone is kept: without it such an interpreter finds no standard library.
+        env = {k: v for k, v in os.environ.items()
+               if "proxy" not in k.lower() and not (k.upper().startswith("PYTHON") and k.upper() != "PYTHONHOME")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ beside the worker
         env["MALLOC_ARENA_MAX"] = "2"  # glibc: fewer 64 MiB arenas reserved per thread under the address-space limit
         env.update(box.env(self.box))
@@ -385,6 +388,8 @@ class Grader:
                 return Unstarted()
         env = dict(env or self.env())
         env.update(HOME=os.path.join(folder, "home"), TMPDIR=os.path.join(folder, "tmp"))
+        if contain.WINDOWS:  # the home Windows gives a process (expanduser("~")) is USERPROFILE's, never HOME's
+            env.update(USERPROFILE=env["HOME"])
         return PROCESSES.start(argv, env, folder, self.limits, on_line, pass_fds=self.net.fds)
 
     def run(self, what, role, needs, *args, env=None, folder=None):

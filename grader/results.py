@@ -11,7 +11,7 @@ printed lines, a seed) travel through untouched. Never runs anything.
 """
 import hashlib
 
-from . import __version__
+from . import __version__, contain
 from .messages import render
 from .registry import POINTS, RULES
 
@@ -55,7 +55,8 @@ def worker_result(graded, points=POINTS, debug=False):
               "evidence": json_evidence(grader.evidence), "kept": grader.tmp if grader.keep else None,
               "schema": SCHEMA, "name": graded.worker.name, "seed": grader.seed,
               "limits": dict(grader.limits._asdict()), "protections_off": list(grader.protections_off),  # audit: G61
-              "import_output": grader.zygote.output(), "isolation": grader.isolation(),
+              # No fork, no import of its own: each step's imports count in its check's output (the schema says so).
+              "import_output": None if contain.NO_FORK else grader.zygote.output(), "isolation": grader.isolation(),
               "sha256": digest(graded.worker.path)}
     report["reason"] = first_reason(report)
     return report

@@ -63,15 +63,18 @@ def stdout_pipe_as_on_posix():
     Windows reports a write to a pipe whose reader closed as EINVAL (its
     ERROR_NO_DATA), which reads like any other bad argument; only the writes
     to fd 1 are told apart, over a FileIO of its own with the same encoding,
-    errors and line buffering. A console (not a FileIO) and other systems
-    are left as they are.
+    errors and buffering (under -u or PYTHONUNBUFFERED the text layer sits on
+    the FileIO itself, and still does). A console (not a FileIO) and other
+    systems are left as they are.
     """
     out = sys.stdout
-    if os.name != "nt" or type(getattr(getattr(out, "buffer", None), "raw", None)) is not io.FileIO:
+    buffer = getattr(out, "buffer", None)
+    if os.name != "nt" or type(getattr(buffer, "raw", buffer)) is not io.FileIO:
         return
     out.flush()
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_Stdout(out.fileno(), "w", closefd=False)), encoding=out.encoding,
-                                  errors=out.errors, line_buffering=out.line_buffering)
+    raw = _Stdout(out.fileno(), "w", closefd=False)
+    sys.stdout = io.TextIOWrapper(raw if type(buffer) is io.FileIO else io.BufferedWriter(raw), encoding=out.encoding,
+                                  errors=out.errors, line_buffering=out.line_buffering, write_through=out.write_through)
 
 
 def run_for_a_reader(run, args):
