@@ -669,8 +669,9 @@ def wall(args, cpu=None, env=None, python=(sys.executable,)):
     """
     before = children_cpu()
     started = time.perf_counter()
-    result = subprocess.run(list(python) + args, cwd=ROOT, env=env or child_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, timeout=300)
+    # Pipes, read and thrown away: Wine's Windows python does not start with a NUL device or a file as a stream.
+    result = subprocess.run(list(python) + args, cwd=ROOT, env=env or child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=300)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         raise RuntimeError("%s exited %d" % (" ".join(args), result.returncode))
