@@ -19,7 +19,7 @@ from grader import __version__
 from grader.registry import NAMES
 from tests.all_pythons import below_floor_env
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, children_running, python_env, write_worker
+from tests.support import ROOT, TempDirTestCase, children_running, posix_only, python_env, write_worker
 
 
 class GradeReferenceTest(unittest.TestCase):
@@ -149,6 +149,7 @@ def pyenv_python(version):
     return path if os.access(path, os.X_OK) else None
 
 
+@posix_only("pyenv's interpreters below the floor (versions/*/bin/python) are POSIX builds: Windows cannot run them")
 class PythonFloorTest(unittest.TestCase):
     def run_below_the_floor(self, args, message):
         """Run `args` under every interpreter below 3.8 that pyenv has: one line, `message`, exit 2, no stdout."""
