@@ -11,7 +11,7 @@ import sqlite3
 from unittest import mock
 
 from bench import run
-from tests.support import TempDirTestCase
+from tests.support import TempDirTestCase, posix_only
 
 
 class InterleaveTest(TempDirTestCase):
@@ -68,6 +68,8 @@ class InterleaveTest(TempDirTestCase):
         self.assertFalse(os.path.exists(self.path("results.json")))
 
 
+@posix_only("bench/run.py's server children: it waits for their URL with select() on a pipe and stops them "
+            "with SIGTERM")
 class WholeRunTest(TempDirTestCase):
     def test_a_short_run_writes_every_row_and_a_broken_figure_fails_the_run_but_not_the_others(self):
         quick = {"figure": "quick", "unit": "events/s", "ours": 1.0, "baseline": 1.0, "ratio": 1.0, "ratio_min": 1.0,
@@ -120,6 +122,8 @@ class CeilingTest(TempDirTestCase):
         self.assertEqual(delivered, ["c-%06d" % i for i in range(20)])
 
 
+@posix_only("bench/run.py's server children: it waits for their URL with select() on a pipe and stops them "
+            "with SIGTERM")
 class BaselineSinkTest(TempDirTestCase):
     def post(self, address, event):
         conn = http.client.HTTPConnection(address[0], address[1], timeout=10)

@@ -107,13 +107,13 @@ def glossary():
 
 
 def japanese_texts():
-    """{repository-relative path: text} of every file JAPANESE_TEXTS names, the glossary left out."""
+    """{repository-relative path, / between folders: text} of every file JAPANESE_TEXTS names, the glossary left out."""
     texts = {}
     for pattern in JAPANESE_TEXTS:
         for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
             if os.path.abspath(path) != GLOSSARY:
                 with open(path, encoding="utf-8") as f:
-                    texts[os.path.relpath(path, ROOT)] = f.read()
+                    texts[os.path.relpath(path, ROOT).replace(os.sep, "/")] = f.read()
     return texts
 
 

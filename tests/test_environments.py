@@ -14,8 +14,8 @@ import subprocess
 import unittest
 
 from tests.support import (
-    DEADLINE, PYTHON, ROOT, Child, LoopbackServer, TempDirTestCase, give_to_unprivileged, python_env, reply,
-    unprivileged_python,
+    DEADLINE, PYTHON, ROOT, Child, LoopbackServer, TempDirTestCase, give_to_unprivileged, posix_only, python_env,
+    reply, unprivileged_python,
 )
 
 GRADE = os.path.join(ROOT, "grade.py")
@@ -131,6 +131,8 @@ class DirectoryTest(EnvironmentTestCase):
         self.grade(env, "crash-after-ack")
         self.assert_nothing_left()
 
+    @posix_only("a directory made unwritable by chmod (Windows' chmod sets only a file's read-only flag: a folder "
+                "stays writable)")
     def test_no_writable_temporary_directory(self):
         python, reason = unprivileged_python()
         if python is None and hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -14,8 +14,8 @@ import subprocess
 import unittest
 
 from tests.support import (
-    TempDirTestCase, checked_by_make_test, copy_kit, give_to_unprivileged, python_env, set_tree_mode, tree_listing,
-    unprivileged_python,
+    TempDirTestCase, checked_by_make_test, copy_kit, give_to_unprivileged, posix_only, python_env, set_tree_mode,
+    tree_listing, unprivileged_python,
 )
 
 # The nested suite: the modules that write files or start the CLIs, the races
@@ -34,6 +34,7 @@ NESTED_MODULES = (
 RUN_TIMEOUT = 300  # seconds for the nested suite or the grader; a bound, not a speed target
 
 
+@posix_only("another user to run the copy (setpriv --reuid=nobody) and a tree made read-only by chmod")
 class ReadOnlyCopyTest(TempDirTestCase):
     def setUp(self):
         super().setUp()

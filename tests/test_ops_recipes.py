@@ -18,7 +18,7 @@ import sys
 from outbox import init_store, intake
 from outbox.cli import main as outbox_cli
 from sink import cli as sink_cli
-from tests.support import DEADLINE, ROOT, TempDirTestCase
+from tests.support import DEADLINE, ROOT, TempDirTestCase, posix_only
 
 OPS = os.path.join(ROOT, "examples", "ops")
 BIN = "/usr/local/bin/"
@@ -83,6 +83,8 @@ class RecipesTest(TempDirTestCase):
                                       universal_newlines=True, timeout=DEADLINE * 6)
                 self.assertEqual(done.returncode, 0, done.stdout)
 
+    @posix_only("sh, and #!/bin/sh scripts made executable by chmod as stand-ins for the installed commands: cron's "
+                "line is a POSIX shell command")
     def test_the_cron_line_writes_the_textfile_whole_from_another_folder(self):
         folder, db = self.stand_ins(), self.source_db()
         textfiles = self.path("node-exporter")
@@ -103,6 +105,8 @@ class RecipesTest(TempDirTestCase):
         self.assertIn("\noutbox_pending 1\n", text)
         self.assertRegex(text, r"\noutbox_status_timestamp_seconds [0-9.e+]+\n")
 
+    @posix_only("#!/bin/sh scripts made executable by chmod as stand-ins for the installed commands, which Nagios' "
+                "command_line runs directly")
     def test_the_nagios_command_prints_one_plugin_line(self):
         folder, db = self.stand_ins(), self.source_db()
         text = read("nagios.cfg")

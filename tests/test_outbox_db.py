@@ -5,18 +5,16 @@ pragma, refusals, a killed writer. A file whose user_version no release
 wrote is refused byte for byte unchanged, by the writers and the readers.
 """
 import os
-import select
 import signal
 import sqlite3
 import subprocess
-import sys
 import unittest
 
 from outbox import OutboxError, WrongDatabase, init_store, intake, pending
 from outbox.core import db
 from outbox.ops import operations
 from sink import init_sink, receive, views
-from tests.support import DEADLINE, ROOT, TempDirTestCase, file_bytes, python_env
+from tests.support import ROOT, WINDOWS, Child, TempDirTestCase, file_bytes
 
 
 FULL, NORMAL = 2, 1  # what PRAGMA synchronous reads back
@@ -119,23 +117,13 @@ class DurabilityTest(TempDirTestCase):
         for side in ("source", "sink"):
             with self.subTest(side=side):
                 path = self.path(side + ".db")
-                child = subprocess.Popen(
-                    [sys.executable, "-c", KILLED_WRITER, side, path],
-                    cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    universal_newlines=True,
-                )
+                child = Child([side, path], ROOT, program=KILLED_WRITER, stdin=subprocess.DEVNULL)
                 try:
-                    ready, _, _ = select.select([child.stdout], [], [], DEADLINE)
-                    line = child.stdout.readline() if ready else ""
-                    self.assertEqual(line.strip(), "committed", child.stderr.read() if not line else line)
-                    child.send_signal(signal.SIGKILL)
-                    self.assertEqual(child.wait(DEADLINE), -signal.SIGKILL)
+                    self.assertEqual(child.line().strip(), "committed")
+                    child.proc.kill()  # SIGKILL on POSIX; TerminateProcess on Windows, whose exit status is 1
+                    self.assertEqual(child.wait(), 1 if WINDOWS else -signal.SIGKILL)
                 finally:
-                    if child.poll() is None:
-                        child.kill()
-                        child.wait()
-                    child.stdout.close()
-                    child.stderr.close()
+                    child.close()
                 if side == "source":
                     con = operations.open_store_readonly(path)
                     self.addCleanup(con.close)

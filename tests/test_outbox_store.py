@@ -39,7 +39,7 @@ class InitStoreTest(TempDirTestCase):
             before = f.read()
         with self.assertRaises(WrongDatabase) as ctx:
             init_store(path)
-        self.assertIn(path, str(ctx.exception))
+        self.assertIn(repr(path), str(ctx.exception))  # the message shows the path as its repr
         with open(path, "rb") as f:
             self.assertEqual(f.read(), before)
 

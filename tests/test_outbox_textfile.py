@@ -5,7 +5,7 @@ import threading
 import unittest
 
 from outbox import init_store, intake
-from tests.support import LoopbackServer, TempDirTestCase, parse_prometheus, reply, run_cli
+from tests.support import LoopbackServer, TempDirTestCase, echo_ack, parse_prometheus, posix_only, reply, run_cli
 
 
 def outbox(*args):
@@ -66,7 +66,17 @@ class MetricsFileTest(TempDirTestCase):
         for text in seen:
             parse_prometheus(text)  # never a half-written file
         self.assertEqual(sorted(os.listdir(self.tmp)), ["relay.prom", "source.db"])  # no temporary file left
-        self.assertEqual(os.stat(metrics).st_mode & 0o777, 0o644)
+
+    @posix_only("file modes (Windows keeps only a read-only flag: os.stat gives 0o666 for any writable file)")
+    def test_the_file_is_readable_by_everyone(self):
+        db, metrics = self.path("source.db"), self.path("relay.prom")
+        con = init_store(db)
+        intake(con, {"id": "e-1", "sku": "s", "qty": 1})
+        con.close()
+        with LoopbackServer(echo_ack) as sink:
+            result = outbox("relay", "--db", db, "--url", sink.url(), "--once", "--metrics-file", metrics)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(os.stat(metrics).st_mode & 0o777, 0o644)  # a collector often runs as another user
 
 
 def open_text(path):

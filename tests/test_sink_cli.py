@@ -281,12 +281,16 @@ class ShowTest(CliTestCase):
         finally:
             con.close()
         for command in ("show", "status"):
-            with subprocess.Popen([PYTHON, "-m", "sink", command, "--db", self.db_path], cwd=self.tmp,
-                                  env=python_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE) as child:
-                self.assertTrue(child.stdout.readline())  # the first line, as head -1 would read it
-                child.stdout.close()  # the reader leaves
-                _, stderr = child.communicate(timeout=DEADLINE)
+            # stderr to a file: communicate() would read the closed stdout too (on Windows, in a thread that fails).
+            with open(self.path(command + ".stderr"), "w+b") as err:
+                with subprocess.Popen([PYTHON, "-m", "sink", command, "--db", self.db_path], cwd=self.tmp,
+                                      env=python_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=err) as child:
+                    self.assertTrue(child.stdout.readline())  # the first line, as head -1 would read it
+                    child.stdout.close()  # the reader leaves
+                    child.wait(DEADLINE)
+                err.seek(0)
+                stderr = err.read()
             self.assertEqual((child.returncode, stderr), (0, b""), command)
 
     def test_missing_file_is_an_error_and_not_created(self):

@@ -21,7 +21,7 @@ import time
 
 from outbox import send_http
 from sink import framing, server as sink_server
-from tests.support import DEADLINE, PYTHON, cpu_seconds, python_env, wait_until
+from tests.support import DEADLINE, PYTHON, cpu_seconds, posix_only, python_env, wait_until
 from tests.support import (
     EVENT, Child, ServerTestCase, body_of, exchange, post, read_to_eof, request_bytes, stock, trickle,
 )
@@ -75,6 +75,7 @@ def need_attack_descriptors(test):
         test.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@posix_only("an open-file limit for the sink (resource.RLIMIT_NOFILE) and its CPU time from /proc")
 class IdleSocketAttackTest(ServerTestCase):
     def setUp(self):
         super().setUp()
@@ -124,6 +125,8 @@ class IdleSocketAttackTest(ServerTestCase):
         self.attack("--max-connections", str(ATTACKERS * 2))
 
 
+@posix_only("an open-file limit for the sink (resource.RLIMIT_NOFILE), its stderr pipe shrunk by fcntl "
+            "F_SETPIPE_SZ, and SIGTERM sent to it")
 class UnreadLogTest(ServerTestCase):
     """Issue 29: the idle attack with the sink's stderr a pipe nobody reads, shrunk to one page so it fills at once."""
 
@@ -183,6 +186,8 @@ server.stop()
 NO_ROOM_WINDOW = 2.0  # seconds of EMFILE with nothing to close; a spin would burn ~all of it
 
 
+@posix_only("an open-file limit (resource.RLIMIT_NOFILE) counted from /proc/self/fd, and SIGTERM taken by "
+            "signal.sigwait")
 class NothingToCloseTest(ServerTestCase):
     def test_accept_rests_when_out_of_descriptors_with_every_slot_in_hand(self):
         if resource is None or not os.path.exists("/proc/self/fd"):

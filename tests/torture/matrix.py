@@ -15,7 +15,7 @@ from outbox import init_store, intake
 from . import child, invariants, points
 from tests.support import ROOT
 
-from .procs import ChildFailed, Children
+from .procs import KILLED, ChildFailed, Children
 
 RunResult = collections.namedtuple("RunResult", "point mode target violations deliveries hit_deliveries skipped")
 
@@ -130,7 +130,7 @@ def _die(victim, mode):
     victim.expect("at")
     if mode == points.KILL:
         victim.kill()
-        victim.expect_exit((-9,))
+        victim.expect_exit((KILLED,))
     else:
         victim.expect_exit((child.CRASH_EXIT,))
 
@@ -139,7 +139,7 @@ def _kill_now(victim, mode):
     """Kill a victim that is busy elsewhere: SIGKILL, or "die" so that it calls os._exit itself."""
     if mode == points.KILL:
         victim.kill()
-        victim.expect_exit((-9,))
+        victim.expect_exit((KILLED,))
     else:
         victim.tell("die")
         victim.expect_exit((child.CRASH_EXIT,))

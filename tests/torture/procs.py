@@ -12,9 +12,11 @@ import sys
 import threading
 import time
 
-from tests.support import ROOT, python_env
+from tests.support import ROOT, WINDOWS, python_env
 
 WAIT = 30.0  # seconds any one wait for a child may take; generous for a loaded 2-core box
+# The exit status of a child that kill() killed: -SIGKILL on POSIX; on Windows kill() is TerminateProcess, status 1.
+KILLED = 1 if WINDOWS else -signal.SIGKILL
 
 
 class ChildFailed(Exception):
@@ -76,9 +78,9 @@ class Child:
             pass
 
     def kill(self):
-        """SIGKILL, from outside."""
+        """SIGKILL, from outside (on Windows TerminateProcess, as abrupt: no handler, no cleanup runs)."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.kill()
 
     def wait(self, timeout=WAIT):
         """The exit status (negative: killed by that signal); ChildFailed if it runs past `timeout`."""
