@@ -91,8 +91,10 @@ def protections_off(limits, subreaper):
 def children(pid=None):
     """PIDs of the live or unreaped children of `pid` (this process): /proc, or [] where there is none."""
     pid = os.getpid() if pid is None else pid
-    if NO_LINUX:
-        return []  # as where there is no /proc
+    if NO_LINUX or WINDOWS:
+        # As where there is no /proc. Windows: a child's job holds all it started; under Wine "/proc" is the Linux
+        # host's, whose pids are not Windows' (one whose parent has this Windows pid is no child of ours).
+        return []
     found = set()
     tasks = "/proc/%d/task" % pid
     try:
