@@ -849,14 +849,3 @@ def read_rows(path, sql):
     finally:
         con.close()
 
-
-def without_protections_off(err):
-    """grade.py's stderr `err` without the one line, in English or Japanese, that names the protections off here.
-
-    Only where some are off (Windows: the file-size limit; under Wine the Job
-    Object's limits too) does grade.py write it, first; elsewhere `err` is
-    returned as it is.
-    """
-    from grader import messages
-    starts = tuple(messages.text(lang, "cli.protections-off", off="") for lang in ("en", "ja"))
-    return "".join(line for line in err.splitlines(keepends=True) if not line.startswith(starts))

@@ -9,9 +9,9 @@ import sys
 import time
 import unittest
 
-from tests.grade_mutants import GRADE, grade
+from tests.grade_mutants import GRADE, grade, without_protections_off
 from tests.support import (ROOT, SLOWER, TempDirTestCase, children_running, grader_children, posix_only, python_env,
-                           stop, wait_until, without_protections_off, write_worker)
+                           stop, wait_until, write_worker)
 
 # On Windows a SIGTERM "sent" to a process (Popen.send_signal, os.kill) is TerminateProcess: no handler runs, the
 # exit code is 15. SIGHUP does not exist there, and grade.py has no door (as stoppable() children have) to raise one.

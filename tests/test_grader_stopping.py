@@ -7,14 +7,17 @@ import time
 import unittest
 
 from grader.stopping import Completions, Deferred, Stopped, stop_on_signals
+from tests.support import posix_only
+
+# The process raises a stop signal in itself (signal.raise_signal: C's raise()), which runs Python's handler on
+# Windows too, for SIGINT and SIGTERM (os.kill there is TerminateProcess); SIGHUP is POSIX's only.
+STOP_SIGNALS = [getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)]
 
 
-@unittest.skipUnless(hasattr(signal, "SIGTERM") and hasattr(os, "kill") and os.name == "posix",
-                     "sends itself SIGTERM: POSIX")
 class CompletionsTest(unittest.TestCase):
     def setUp(self):
-        saved = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGTERM", "SIGINT", "SIGHUP")}
-        self.addCleanup(lambda: [signal.signal(getattr(signal, name), handler) for name, handler in saved.items()])
+        saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+        self.addCleanup(lambda: [signal.signal(signum, handler) for signum, handler in saved.items()])
         stop_on_signals()
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
         self.addCleanup(self.pool.shutdown, wait=True)
@@ -24,7 +27,7 @@ class CompletionsTest(unittest.TestCase):
         with self.assertRaises(Stopped) as raised:
             with Completions() as done:
                 with lock:
-                    os.kill(os.getpid(), signal.SIGTERM)
+                    signal.raise_signal(signal.SIGTERM)
                     for _ in range(10000):  # bytecodes enough for the handler to have run, in here
                         pass
                     self.assertEqual(done.signum, signal.SIGTERM)
@@ -39,7 +42,7 @@ class CompletionsTest(unittest.TestCase):
         with self.assertRaises(KeyboardInterrupt):
             with Completions() as done:
                 try:
-                    os.kill(os.getpid(), signal.SIGINT)
+                    signal.raise_signal(signal.SIGINT)
                     for _ in range(10000):
                         pass
                     cleaned.append("the body")
@@ -55,7 +58,7 @@ class CompletionsTest(unittest.TestCase):
             with Completions() as done:
                 try:
                     with Deferred():
-                        os.kill(os.getpid(), signal.SIGTERM)
+                        signal.raise_signal(signal.SIGTERM)
                         for _ in range(10000):
                             pass
                     after_inner.append(True)
@@ -67,7 +70,7 @@ class CompletionsTest(unittest.TestCase):
         reached = []
         with self.assertRaises(Stopped):
             with Deferred() as block:
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.raise_signal(signal.SIGTERM)
                 for _ in range(10000):
                     pass
                 reached.append(block.signum)
@@ -77,21 +80,21 @@ class CompletionsTest(unittest.TestCase):
         sent = []
         with self.assertRaises(Stopped) as raised:
             with Completions() as done:
-                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                    os.kill(os.getpid(), signum)
+                for signum in STOP_SIGNALS:
+                    signal.raise_signal(signum)
                     for _ in range(10000):
                         pass
                     sent.append(signum)
                 done.wait(60)
         self.assertEqual(raised.exception.signum, signal.SIGTERM)
-        self.assertEqual(len(sent), 3)
+        self.assertEqual(sent, STOP_SIGNALS)
 
     def test_a_part_where_unwinding_is_allowed_is_unwound_at_once(self):
         reached = []
         with self.assertRaises(Stopped):
             with Completions() as done:
                 with done.unwinding_allowed():  # output that may block on a reader
-                    os.kill(os.getpid(), signal.SIGTERM)
+                    signal.raise_signal(signal.SIGTERM)
                     for _ in range(10000):
                         pass
                     reached.append("after the signal")
@@ -100,7 +103,7 @@ class CompletionsTest(unittest.TestCase):
     def test_a_stop_over_another_exception_is_raised_not_lost(self):
         with self.assertRaises(Stopped) as raised:
             with Completions():
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.raise_signal(signal.SIGTERM)
                 for _ in range(10000):
                     pass
                 raise BrokenPipeError()
@@ -113,14 +116,14 @@ class CompletionsTest(unittest.TestCase):
             with Deferred() as outer:
                 with outer.unwinding_allowed():
                     with Completions():
-                        os.kill(os.getpid(), signal.SIGTERM)
+                        signal.raise_signal(signal.SIGTERM)
                         for _ in range(10000):
                             pass
                         reached.append("inside")
                     reached.append("after the inner block")
         self.assertEqual(reached, ["inside"])
 
-    @unittest.skipUnless(hasattr(signal, "pthread_sigmask"), "needs pthread_sigmask")
+    @posix_only("a signal sent to the process (os.kill) that another thread receives (pthread_sigmask)")
     def test_a_signal_that_another_thread_receives_wakes_a_wait_at_once(self):
         # The main thread blocks SIGTERM, so the kernel hands it to the sender thread: only the wake-up fd can
         # end the main thread's select() then (Python runs the handler in the main thread all the same). Should

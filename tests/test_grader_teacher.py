@@ -18,10 +18,10 @@ import unittest
 from grader.registry import NAMES, POINTS
 from grader.results import first_reason
 from tests.grade_mutants import GRADE, grade
-from tests.support import ROOT, TempDirTestCase, python_env, wait_until, write_worker
+from tests.support import ROOT, SLOWER, TempDirTestCase, posix_only, python_env, wait_until, write_worker
 from tests.test_grader_classroom import read_page
 
-FAST = ["-k", "validate-event", "--lang", "en", "--timeout", "20"]
+FAST = ["-k", "validate-event", "--lang", "en", "--timeout", str(20 * SLOWER)]
 DEADLINE = 120  # seconds a stopped run may take to end
 
 
@@ -66,9 +66,10 @@ class TeacherReportTest(TempDirTestCase):
         wanted = {"eve": "skip.no-worker"}
         try:
             os.symlink(os.path.join(folder, "gone.py"), os.path.join(folder, "fay.py"))  # a link to nothing
-            wanted["fay.py"] = "skip.dangling"
         except (OSError, NotImplementedError):  # Windows without the right to make links
             pass
+        if os.path.lexists(os.path.join(folder, "fay.py")):  # Wine 8's symlink() returns and makes no link
+            wanted["fay.py"] = "skip.dangling"
         if hasattr(os, "mkfifo"):
             os.mkfifo(os.path.join(folder, "gus.py"))
             wanted["gus.py"] = "skip.not-file"
@@ -117,7 +118,8 @@ class TeacherReportTest(TempDirTestCase):
         graded, shard = self.path("graded"), self.path("shard")
         write_worker(self.path("two", "good.py"))
         write_worker(self.path("two", "bad.py"), "def validate_event(event):\n    return event\n")
-        status, out, err = grade("--impl", self.path("two"), "--report", graded, "--allow-kit-imports", "--timeout", "20")
+        status, out, err = grade("--impl", self.path("two"), "--report", graded, "--allow-kit-imports", "--timeout",
+                             str(20 * SLOWER))
         self.assertEqual(status, 1, err)
         reports = {name: read_json(os.path.join(graded, name + ".json")) for name in ("good", "bad")}
         self.assertEqual(len(reports["good"]["checks"]), len(NAMES))
@@ -229,6 +231,8 @@ class TeacherReportTest(TempDirTestCase):
         result = subprocess.run([sys.executable, "-c", command], cwd=self.tmp, timeout=60)
         self.assertEqual(result.returncode, 1)
 
+    @posix_only("a signal sent to grade.py (SIGTERM) stops the run: on Windows os.kill is TerminateProcess, no handler "
+                "runs and nothing is written")
     def test_a_stopped_run_leaves_the_finished_reports_marked_partial_and_resume_grades_only_the_rest(self):
         folder = self.path("class")
         write_small_class(folder)

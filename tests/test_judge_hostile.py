@@ -8,7 +8,7 @@ import os
 import shutil
 import textwrap
 
-from tests.support import ROOT, TempDirTestCase
+from tests.support import ROOT, SLOWER, TempDirTestCase
 from tests.grade_mutants import grade
 
 REFERENCE = os.path.join(ROOT, "examples", "worker_reference.py")
@@ -68,7 +68,7 @@ class HostileClassTest(TempDirTestCase):
         reports = self.path("reports")
         checks = ["seq-order", "exact-ack", "own-work"]
         status, out, err = grade("--impl", REFERENCE, "--impl", STUB, "--impl", folder, "--report", reports,
-                                 "--timeout", "5", *[a for c in checks for a in ("-k", c)])
+                                 "--timeout", str(5 * SLOWER), *[a for c in checks for a in ("-k", c)])
         self.assertEqual(status, 1, err)
         self.assertNotIn("Traceback", err)
         results = {name: {c["name"]: c["status"] for c in report["checks"]}
