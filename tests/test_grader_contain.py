@@ -221,7 +221,9 @@ class WithoutForkTest(unittest.TestCase):
         stub = os.path.join(ROOT, "examples", "worker_stub.py")
         for impl in (REFERENCE, stub):
             with self.subTest(impl=os.path.basename(impl)):
-                reports = [json.loads(grade("--json", "--impl", impl, env=python_env(**extra))[1])
+                # Each step a fresh interpreter: on PyPy under load one took past the default 10 s bound.
+                reports = [json.loads(grade("--json", "--timeout", str(10 * SLOWER), "--impl", impl,
+                                            env=python_env(**extra))[1])
                            for extra in ({"OUTBOX_KIT_NO_FORK": "1"}, {})]
                 # The stub's observations too (they are fixed); the kit's hold timings and its sinks' ports.
                 spawned, forked = ([(c["name"], c["status"], c["observed"] if impl == stub else None)
