@@ -32,6 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(ROOT, "grade.py")
 ENDED_WITHIN = 2.0  # seconds a zygote has to say that a step it was asked to kill has ended
 ZYGOTE_CPU = 10  # a zygote's CPU limit, in steps' limits
+# The host's settings a worker's interpreter does not get (Grader.env): the kit's path, and how its streams work.
+HOST_ONLY = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8")
 
 
 class GraderError(Exception):
@@ -357,11 +359,11 @@ class Grader:
 
     def env(self, **extra):
         _ = self.net  # made before the box goes into the environment: the box names it
-        # The host's PYTHON* settings stay the host's: a worker's verdicts must not depend on them (under Wine, an
-        # inherited PYTHONUNBUFFERED made an import that prints 9 MB take 7.5 s a step, not 1.3 s, and fail every
-        # check). PYTHONHOME alone is kept: without it such an interpreter finds no standard library.
-        env = {k: v for k, v in os.environ.items()
-               if "proxy" not in k.lower() and not (k.upper().startswith("PYTHON") and k.upper() != "PYTHONHOME")}
+        # What the worker's interpreter writes and reads is the same on every host: UTF-8 (on Windows a code page
+        # would fail a print("✓") that passes on Linux), buffered (under Wine an inherited PYTHONUNBUFFERED made an
+        # import that prints 9 MB take 7.5 s a step, not 1.3 s, and failed every check of a worker that passes).
+        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k.upper() not in HOST_ONLY}
+        env["PYTHONUTF8"] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ beside the worker
         env["MALLOC_ARENA_MAX"] = "2"  # glibc: fewer 64 MiB arenas reserved per thread under the address-space limit
         env.update(box.env(self.box))

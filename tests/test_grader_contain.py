@@ -213,6 +213,29 @@ class WithoutLinuxTest(unittest.TestCase):
         self.assertEqual(set(off.values()), {"made unavailable by OUTBOX_KIT_NO_LINUX"})
 
 
+class WorkerEnvironmentTest(TempDirTestCase):
+    def test_the_hosts_stream_settings_never_reach_the_worker_which_runs_in_utf_8(self):
+        # A host with PYTHONUNBUFFERED and a code page for its streams: the worker's steps get neither, on any
+        # system, and print "✓" as they would on Linux (a Windows pipe's cp1252 has no such character).
+        from tests.support import python_env
+        worker = write_worker(self.path("env.py"), """
+            kit_validate_event = validate_event
+
+            def validate_event(event):
+                import os as _os, sys as _sys
+                got = sorted(k for k in ("PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONPATH") if k in _os.environ)
+                if got or not _sys.flags.utf8_mode:
+                    raise RuntimeError("the host's %s reached the worker; utf8_mode %d" % (got, _sys.flags.utf8_mode))
+                print("\u2713 checked")
+                return kit_validate_event(event)
+        """)
+        status, out, err = grade("--json", "-k", "validate-event", "--impl", worker,
+                                 env=python_env(PYTHONUNBUFFERED="1", PYTHONIOENCODING="cp1252", PYTHONUTF8="0"))
+        check = json.loads(out)["checks"][0]
+        self.assertEqual((status, check["status"]), (0, "pass"), check["observed"])
+
+
+@posix_only("fork, which the steps forked by a zygote need: there is none to compare with on Windows")
 class WithoutForkTest(unittest.TestCase):
     """Windows' process model here: each step a fresh interpreter that imports the worker (OUTBOX_KIT_NO_FORK=1)."""
 
