@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import http.client
 import http.server
+import io
 import json
 import os
 import queue
@@ -39,7 +40,7 @@ DEADLINE = 10.0  # seconds any single wait in a test may take
 # a bound on many of them at once, on a loaded machine, is that much longer there.
 WINDOWS = os.name == "nt"
 # Windows has no fork: each step of a grade is a fresh interpreter that imports the worker itself, and under Wine
-# a start costs about half a second of a 2-core machine (grade.py: 35 s there, 1.8 s here): three times the bound.
+# a start costs about a second of a 2-core machine (grade.py: 35-60 s there, 1.9 s here): three times the bound.
 SLOWER = 2 if hasattr(sys, "pypy_version_info") else 3 if WINDOWS else 1
 PYTHON = sys.executable
 
@@ -229,7 +230,8 @@ def python_env(**extra):
 
 def text_of(data):
     """What a child wrote, as text: UTF-8, with Windows' \\r\\n line ends read as \\n (as universal_newlines reads them)."""
-    return data.decode("utf-8").replace("\r\n", "\n")
+    text = data.decode("utf-8")
+    return text.replace("\r\n", "\n") if WINDOWS else text
 
 
 def free_loopback_socket():
@@ -329,7 +331,7 @@ def ask_to_stop(proc, signum):
         proc.send_signal(signum)
         return
     line = WINDOWS_STOP[signum] + "\n"
-    proc.stdin.write(line if "b" not in getattr(proc.stdin, "mode", "") else line.encode("ascii"))
+    proc.stdin.write(line if isinstance(proc.stdin, io.TextIOBase) else line.encode("ascii"))
     proc.stdin.flush()
 
 
@@ -848,4 +850,3 @@ def read_rows(path, sql):
         return con.execute(sql).fetchall()
     finally:
         con.close()
-
