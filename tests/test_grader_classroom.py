@@ -337,7 +337,8 @@ class ClassCommandLineTest(TempDirTestCase):
         with open(os.path.join(folder, "readme.txt"), "w") as f:
             f.write("not a worker\n")
         alone = write_worker(self.path("solo", "bea.py"))
-        status, out, err = grade("--impl", folder, "--impl", alone, "-k", "validate-event", "--lang", "en")
+        status, out, err = grade("--impl", folder, "--impl", alone, "-k", "validate-event", "--lang", "en",
+                                 "--timeout", str(10 * SLOWER))  # five fresh imports at once, under Wine too
         self.assertEqual(status, 0, err)
         table = out.splitlines()
         self.assertEqual(table[0].split(), ["worker", "score", "passed", "first", "reason"])
