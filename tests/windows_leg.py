@@ -10,7 +10,7 @@ by check, `python -m outbox` takes in two events and its relay delivers
 them to a sink, and tests/run.py runs WINDOWS_SUITE. `make
 test-windows-all` runs grade.py under each of 3.8 to 3.13 and the whole
 suite, where each case that needs POSIX is skipped by name, with its
-reason (most of an hour on 2 cores: each process start costs Wine about a
+reason (about 40 minutes on 2 cores: each process start costs Wine about a
 second, which is why CI runs a part). A step that cannot run (no registry
 reachable, no root for apt-get) fails the leg with one line saying so: the
 leg never passes without running. Not a real Windows host: Wine 8.
@@ -212,7 +212,7 @@ def main(argv=None):
                              "%s; the last also runs the stub, the relay and the suite (default: %%(default)s)"
                              % ", ".join(VERSIONS))
     parser.add_argument("--whole-suite", action="store_true",
-                        help="the whole of tests/run.py, not only WINDOWS_SUITE (most of an hour under Wine on 2 cores)")
+                        help="the whole of tests/run.py, not only WINDOWS_SUITE (31 min under Wine on 2 cores)")
     args = parser.parse_args(argv)
     versions = args.pythons.split(",")
     unknown = [version for version in versions if version not in VERSIONS]
