@@ -19,6 +19,7 @@ import argparse
 import glob
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -132,6 +133,8 @@ def relay(exe):
                                  "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 universal_newlines=True)
         try:
+            if not select.select([sink.stdout], [], [], 60)[0]:
+                raise LegFailed("the sink for the relay printed no address within 60 s")
             url = sink.stdout.readline().strip() + "/events"  # its first line: where it listens
             source = "Z:" + os.path.join(folder, "source.db")  # Wine's drive for the host's root
             said = [wine(exe, "-m", "outbox", "intake", "--db", source, "--id", "w-%d" % n, "--sku", "apple",
